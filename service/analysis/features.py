@@ -1,0 +1,96 @@
+"""netTel's 45 link features, computed for all links at once.
+
+The single definition shared by the service and the training pipeline, so a model sees in serving
+exactly what it saw in training. Input windows are (links x 32) arrays ordered oldest -> newest
+with NaN for missing minutes; all-time statistics come from `AllTimeStats`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SMOOTHING_POINTS = 15
+HISTORY_POINTS = 15
+ALL_TIME_NAMES = ("delay_mean", "delay_std", "delay_min", "loss_mean", "loss_std")
+FEATURE_NAMES: tuple[str, ...] = (
+    "delay_mean_smoothed",
+    "delay_median_smoothed",
+    "delay_std_smoothed",
+    "loss_smoothed",
+    "delay_gradient",
+    "loss_gradient",
+    *(f"alltime_{name}" for name in ALL_TIME_NAMES),
+    *(f"delay_smoothed_lag{lag}" for lag in range(HISTORY_POINTS - 1, -1, -1)),
+    *(f"loss_smoothed_lag{lag}" for lag in range(HISTORY_POINTS - 1, -1, -1)),
+    "delay_history_mean",
+    "delay_history_std",
+    "loss_history_mean",
+    "loss_history_std",
+)
+
+
+@dataclass(frozen=True)
+class LinkWindows:
+    """Time-ordered per-minute series of every link (links x minutes, NaN = no measurement)."""
+
+    delay_mean: np.ndarray
+    delay_median: np.ndarray
+    delay_std: np.ndarray
+    loss: np.ndarray
+
+
+@dataclass(frozen=True)
+class AllTimeStats:
+    """Per-link all-time statistics of the minute delay (mean series, ms) and loss ratio."""
+
+    delay_mean: np.ndarray
+    delay_std: np.ndarray
+    delay_min: np.ndarray
+    loss_mean: np.ndarray
+    loss_std: np.ndarray
+
+    def as_columns(self) -> np.ndarray:
+        return np.column_stack([getattr(self, name) for name in ALL_TIME_NAMES])
+
+
+def moving_average(values: np.ndarray, points: int = SMOOTHING_POINTS) -> np.ndarray:
+    """Trailing `points`-minute mean of each row over the minutes present (NaN if none).
+
+    Output column j averages input columns j .. j+points-1, so it has width - points + 1 columns.
+
+    >>> moving_average(np.array([[1., 2., np.nan, 4.]]), points=2).tolist()
+    [[1.5, 2.0, 4.0]]
+    """
+    valid = ~np.isnan(values)
+    sums = np.cumsum(np.where(valid, values, 0.0), axis=1)
+    counts = np.cumsum(valid, axis=1)
+    sums = np.pad(sums, ((0, 0), (1, 0)))
+    counts = np.pad(counts, ((0, 0), (1, 0)))
+    window_sum = sums[:, points:] - sums[:, :-points]
+    window_count = counts[:, points:] - counts[:, :-points]
+    return np.divide(
+        window_sum, window_count, out=np.full(window_sum.shape, np.nan), where=window_count > 0
+    )
+
+
+def compute_features(windows: LinkWindows, all_time: AllTimeStats) -> np.ndarray:
+    """The (links x 45) feature matrix in FEATURE_NAMES order; NaN where data is insufficient."""
+    delay = moving_average(windows.delay_mean)[:, -HISTORY_POINTS:]
+    loss = moving_average(windows.loss)[:, -HISTORY_POINTS:]
+    current = np.column_stack([
+        delay[:, -1],
+        moving_average(windows.delay_median)[:, -1],
+        moving_average(windows.delay_std)[:, -1],
+        loss[:, -1],
+        delay[:, -1] - delay[:, -2],
+        loss[:, -1] - loss[:, -2],
+    ])
+    history = np.column_stack([delay.mean(axis=1), delay.std(axis=1), loss.mean(axis=1), loss.std(axis=1)])
+    return np.hstack([current, all_time.as_columns(), delay, loss, history])
+
+
+def complete_rows(features: np.ndarray) -> np.ndarray:
+    """Boolean mask of links whose feature row has no missing value."""
+    return ~np.isnan(features).any(axis=1)

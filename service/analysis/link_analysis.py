@@ -1,0 +1,114 @@
+"""One analysis pass over every link: windows -> features -> filter -> predictor -> cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.analysis.all_time import compute_all_time_stats
+from service.analysis.cost import compute_cost
+from service.analysis.empirical_filter import apply_empirical_filter
+from service.analysis.features import (
+    FEATURE_NAMES,
+    AllTimeStats,
+    LinkWindows,
+    complete_rows,
+    compute_features,
+)
+from service.analysis.predictor import UtilisationPredictor
+from service.analysis.window import order_window
+from service.state.link_buffers import WINDOW_MINUTES
+from service.state.link_state import StateView
+
+#: A link without a datapoint for this long (seconds) is stale.
+STALE_AFTER_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class LinkAnalysis:
+    """Per-link results of one pass, as arrays aligned with the view's rows."""
+
+    delay_mean: np.ndarray
+    delay_median: np.ndarray
+    delay_std: np.ndarray
+    delay_min: np.ndarray
+    delay_p95: np.ndarray
+    loss: np.ndarray
+    all_time: AllTimeStats
+    features: np.ndarray
+    has_features: np.ndarray
+    congested: np.ndarray
+    empirical: np.ndarray
+    utilisation: np.ndarray
+    cost: np.ndarray
+    samples: np.ndarray
+    last_measurement: np.ndarray
+    stale: np.ndarray
+    clock_suspect: np.ndarray
+
+
+def build_windows(view: StateView) -> LinkWindows:
+    """Every link's series ordered oldest -> newest, ending at the link's latest minute."""
+    def ordered(name: str) -> np.ndarray:
+        return order_window(view.slot_minute, view.series[name], view.latest_minute)
+
+    return LinkWindows(
+        ordered("delay_mean"), ordered("delay_median"), ordered("delay_std"), ordered("loss")
+    )
+
+
+def analyse_links(view: StateView, predictor: UtilisationPredictor | None) -> LinkAnalysis:
+    windows = build_windows(view)
+    all_time = compute_all_time_stats(view.archive, windows.delay_mean, windows.loss)
+    features = compute_features(windows, all_time)
+    has_features = complete_rows(features)
+    latest = _latest_delay(view)
+    loss = _last_present(windows.loss)
+    verdict = apply_empirical_filter(latest["mean"], loss, all_time.delay_min, all_time.delay_std)
+    utilisation = predict_utilisation(predictor, features, has_features)
+    last_ts = view.latest_minute.astype(np.float64) * 60.0
+    present = ~(np.isnan(windows.delay_mean) & np.isnan(windows.loss))
+    return LinkAnalysis(
+        delay_mean=latest["mean"], delay_median=latest["median"], delay_std=latest["std"],
+        delay_min=latest["min"], delay_p95=latest["p95"], loss=loss,
+        all_time=all_time, features=features, has_features=has_features,
+        congested=verdict.congested, empirical=verdict.score, utilisation=utilisation,
+        cost=compute_cost(utilisation, loss, latest["mean"] - all_time.delay_min, verdict.congested),
+        samples=present.sum(axis=1),
+        last_measurement=last_ts,
+        stale=view.taken_at - last_ts > STALE_AFTER_SECONDS,
+        clock_suspect=view.clock_suspect_minute > view.latest_minute - WINDOW_MINUTES,
+    )
+
+
+def predict_utilisation(
+    predictor: UtilisationPredictor | None, features: np.ndarray, has_features: np.ndarray
+) -> np.ndarray:
+    """One batched predictor call for every link with a complete feature row; NaN elsewhere."""
+    utilisation = np.full(len(features), np.nan)
+    if predictor is not None and has_features.any():
+        if predictor.feature_names != FEATURE_NAMES:
+            raise ValueError("predictor feature list differs from the service's FEATURE_NAMES")
+        utilisation[has_features] = predictor.predict(features[has_features])
+    return utilisation
+
+
+def _latest_delay(view: StateView) -> dict[str, np.ndarray]:
+    """Delay statistics of each link's most recent minute with a histogram (NaN if none)."""
+    rows = np.arange(len(view))
+    slots = view.latest_delay_minute % WINDOW_MINUTES
+    held = view.slot_minute[rows, slots] == view.latest_delay_minute
+    pick = {
+        key: view.series[f"delay_{key}"][rows, slots] for key in ("mean", "median", "std", "min")
+    }
+    pick["p95"] = view.latest_p95
+    return {k: np.where(held & (view.latest_delay_minute >= 0), v, np.nan) for k, v in pick.items()}
+
+
+def _last_present(window: np.ndarray) -> np.ndarray:
+    """Last non-NaN value of each row (NaN for an empty row)."""
+    valid = ~np.isnan(window)
+    last = window.shape[1] - 1 - np.argmax(valid[:, ::-1], axis=1)
+    values = window[np.arange(len(window)), last]
+    return np.where(valid.any(axis=1), values, np.nan)

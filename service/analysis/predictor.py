@@ -1,0 +1,27 @@
+"""The slot for a utilisation predictor: a batch of feature rows in, a batch of utilisations out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Identity of a loaded model, as shown in /costmatrix and /metrics."""
+
+    name: str
+    version: str
+    sha256: str
+    created: str
+
+
+class UtilisationPredictor(Protocol):
+    """Anything that maps (links x features) rows to utilisation ratios in [0, 1]."""
+
+    info: ModelInfo
+    feature_names: tuple[str, ...]
+
+    def predict(self, features: np.ndarray) -> np.ndarray: ...

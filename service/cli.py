@@ -1,0 +1,110 @@
+"""The `nettel` command: serve the cost matrix, or publish a simulated demo feed.
+
+This is the composition root, so it alone may reach into `training` (for the simulator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from service.config import Settings, load_settings, parse_address
+from service.errors import ConfigError
+from service.log_format import configure_logging
+
+#: Secrets are never taken from the command line, where `ps` would show them.
+ENV_ONLY_SETTINGS = {"broker_password"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except ConfigError as error:
+        print(f"nettel: {error}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nettel", description="Streaming perfSONAR telemetry to a live link cost matrix."
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    _add_serve(commands)
+    _add_simulate(commands)
+    return parser
+
+
+def _add_serve(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser(
+        "serve", help="consume perfSONAR from the broker and serve /costmatrix and /metrics",
+        description="Every option can also be set with the NETTEL_<OPTION> environment variable.",
+    )
+    for name, field in Settings.model_fields.items():
+        if name in ENV_ONLY_SETTINGS:
+            continue
+        serve.add_argument(
+            f"--{name.replace('_', '-')}", dest=name, default=None,
+            help=f"{field.description or name} [env NETTEL_{name.upper()}]",
+        )
+    serve.set_defaults(run=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.publish.rest import create_app
+    from service.runtime import build_runtime
+
+    overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
+    settings = load_settings(**overrides)
+    configure_logging(settings.log_level)
+    app = create_app(build_runtime(settings))
+    host, port = settings.listen
+    logging.getLogger("nettel").info("serving", extra={"url": f"http://{host}:{port}"})
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+    return 0
+
+
+def _add_simulate(commands: argparse._SubParsersAction) -> None:
+    simulate = commands.add_parser(
+        "simulate", help="publish a synthetic perfSONAR mesh to a broker (demo feed)"
+    )
+    simulate.add_argument("--brokers", default="127.0.0.1:61613", help="host:port[,host:port]")
+    simulate.add_argument("--seed", type=int, default=0, help="random seed (deterministic feed)")
+    simulate.add_argument("--sites", type=int, default=20, help="sites in the mesh (>= 2)")
+    simulate.add_argument("--backfill-minutes", type=int, default=40, help="minutes to back-fill")
+    simulate.add_argument(
+        "--no-realtime", dest="realtime", action="store_false",
+        help="stop after the back-fill instead of publishing every minute",
+    )
+    simulate.add_argument("--user", default=None, help="STOMP login")
+    simulate.add_argument("--password", default=None, help="STOMP passcode")
+    simulate.set_defaults(run=_run_simulate)
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    from training.demo_feed import run_demo_feed
+
+    if args.sites < 2 or args.backfill_minutes < 0:
+        raise ConfigError("--sites must be >= 2 and --backfill-minutes >= 0")
+    try:
+        brokers = [parse_address(part) for part in args.brokers.split(",") if part.strip()]
+    except ValueError as error:
+        raise ConfigError(f"--brokers: {error}") from None
+    configure_logging()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        run_demo_feed(
+            brokers, seed=args.seed, sites=args.sites, backfill_minutes=args.backfill_minutes,
+            realtime=args.realtime, user=args.user, password=args.password, stop=stop,
+        )
+    except KeyboardInterrupt:
+        stop.set()
+    return 0

@@ -1,0 +1,85 @@
+"""Settings: the one reader of `NETTEL_*` environment variables; CLI flags override them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from service.errors import ConfigError
+
+DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
+LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
+
+Address = tuple[str, int]
+
+
+def parse_address(text: str) -> Address:
+    """`host:port` (IPv6 hosts in brackets) -> (host, port)."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not host:port")
+    return host, int(port)
+
+
+class Settings(BaseSettings):
+    """Everything `nettel serve` can be told, with defaults; env `NETTEL_<NAME>`."""
+
+    model_config = SettingsConfigDict(env_prefix="NETTEL_", extra="forbid")
+
+    listen: Annotated[Address, NoDecode] = Field(
+        ("127.0.0.1", 8080), description="HTTP listen address host:port"
+    )
+    brokers: Annotated[tuple[Address, ...], NoDecode] = Field(
+        (("127.0.0.1", 61613),), description="STOMP brokers host:port[,host:port...] (failover)"
+    )
+    broker_user: str | None = Field(None, description="STOMP login")
+    broker_password: SecretStr | None = Field(None, description="STOMP passcode")
+    broker_password_file: Path | None = Field(None, description="file holding the STOMP passcode")
+    heartbeat_ms: int = Field(10_000, ge=0, le=600_000, description="STOMP heart-beat period (ms)")
+    delay_topic: str = Field(DELAY_TOPIC, min_length=1, description="histogram-owdelay topic")
+    loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
+    interval: float = Field(10.0, gt=0, le=3600, description="seconds between matrix recomputes")
+    topology: Path | None = Field(None, description="YAML/JSON file: site -> [host or IP, ...]")
+    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+
+    @field_validator("listen", mode="before")
+    @classmethod
+    def _parse_listen(cls, value: object) -> object:
+        return parse_address(value) if isinstance(value, str) else value
+
+    @field_validator("brokers", mode="before")
+    @classmethod
+    def _parse_brokers(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(parse_address(part) for part in value.split(",") if part.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _check_files(self) -> Settings:
+        for path in (self.topology, self.broker_password_file):
+            if path is not None and not path.is_file():
+                raise ValueError(f"file {path} does not exist")
+        if not self.brokers:
+            raise ValueError("brokers: at least one host:port is needed")
+        return self
+
+    def broker_passcode(self) -> str | None:
+        """The passcode from the environment or the password file (file wins)."""
+        if self.broker_password_file is not None:
+            return self.broker_password_file.read_text().strip()
+        return self.broker_password.get_secret_value() if self.broker_password else None
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment with `overrides` (CLI flags) on top; ConfigError if invalid."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in error.errors()
+        )
+        raise ConfigError(f"invalid settings: {problems}") from None

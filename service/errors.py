@@ -1,0 +1,46 @@
+"""Every way nettel refuses input or configuration, in one place.
+
+Exception tree::
+
+    NettelError
+    ├── ConfigError          invalid settings or files given by the operator
+    └── RejectedInput        a message or datapoint refused; carries a RejectReason
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RejectReason(StrEnum):
+    """Named reasons for refusing a message or datapoint; the label set of the reject metric."""
+
+    INVALID_JSON = "invalid_json"
+    NOT_AN_OBJECT = "not_an_object"
+    MISSING_FIELD = "missing_field"
+    BAD_VALUE = "bad_value"
+    UNKNOWN_TOPIC = "unknown_topic"
+    TOO_LARGE = "too_large"
+    TOO_MANY_DATAPOINTS = "too_many_datapoints"
+    EMPTY = "empty"
+    TOO_OLD = "too_old"
+    FUTURE = "future"
+    CLOCK_ERROR = "clock_error"
+    LOSS_OUT_OF_RANGE = "loss_out_of_range"
+
+
+class NettelError(Exception):
+    """Base of all nettel errors."""
+
+
+class ConfigError(NettelError):
+    """Operator-supplied settings or files are invalid; the message says what to fix."""
+
+
+class RejectedInput(NettelError):
+    """Input refused for a named reason; `detail` is for the log, never for metrics labels."""
+
+    def __init__(self, reason: RejectReason, detail: str = "") -> None:
+        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
+        self.reason = reason
+        self.detail = detail

@@ -1,0 +1,80 @@
+"""From a received frame to link state: route by topic, parse, apply, count and log rejects."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from service.errors import RejectedInput, RejectReason
+from service.ingest.reject_log import RateLimitedRejectLog
+from service.parse.limits import InputLimits
+from service.parse.perfsonar import parse_message
+from service.parse.records import MeasurementKind
+from service.state.link_state import LinkState
+
+
+@dataclass
+class IngestCounters:
+    """Plain totals since start; the metrics collector reads them at scrape time."""
+
+    messages_by_topic: Counter[str] = field(default_factory=Counter)
+    rejected_by_reason: Counter[str] = field(default_factory=Counter)
+    datapoints_applied: int = 0
+    clock_error_packets: int = 0
+    last_message_at: float | None = None
+
+
+class IngestPipeline:
+    """Thread-safe entry point for frames; owns the lock that guards link state."""
+
+    def __init__(
+        self,
+        state: LinkState,
+        topics: dict[str, MeasurementKind],
+        limits: InputLimits = InputLimits(),
+        clock: Callable[[], float] = time.time,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.state = state
+        self.lock = threading.Lock()
+        self.counters = IngestCounters()
+        self._topics = topics
+        self._limits = limits
+        self._clock = clock
+        self._reject_log = RateLimitedRejectLog(log or logging.getLogger("nettel.ingest"))
+
+    def handle_frame(self, destination: str, body: bytes | str) -> int:
+        """Apply one frame; returns datapoints stored. Never raises on bad input."""
+        now = self._clock()
+        kind = self._topics.get(destination)
+        try:
+            if kind is None:
+                raise RejectedInput(RejectReason.UNKNOWN_TOPIC, destination[:80])
+            message = parse_message(kind, body, self._limits)
+        except RejectedInput as rejection:
+            with self.lock:
+                self._count_message(destination, now)
+                self._reject(rejection.reason, rejection.detail, destination)
+            return 0
+        with self.lock:
+            self._count_message(destination, now)
+            outcome = self.state.apply(message, now)
+            self.counters.datapoints_applied += outcome.applied
+            self.counters.clock_error_packets += sum(s.dropped_packets for _, s in message.delays)
+            details = dict(message.rejected)
+            for reason in outcome.rejected:
+                self._reject(reason, details.get(reason, ""), destination)
+        return outcome.applied
+
+    def _count_message(self, destination: str, now: float) -> None:
+        topic = destination if destination in self._topics else "other"
+        self.counters.messages_by_topic[topic] += 1
+        self.counters.last_message_at = now
+
+    def _reject(self, reason: RejectReason, detail: str, destination: str) -> None:
+        self.counters.rejected_by_reason[reason.value] += 1
+        self._reject_log.record(reason, detail, destination)

@@ -1,0 +1,92 @@
+"""Query views of a cost matrix: endpoint filters, site-level aggregation, dense layout.
+
+Site level groups every host pair by (source site, destination site), a host without a site
+standing for itself. Per group: `cost`, `utilisation`, `empirical`, delay mean/median/std and
+`packet_loss` are means over the host pairs with a value; `delay_ms.min` is the minimum and
+`delay_ms.p95` the maximum; `congested`, `clock_suspect` are true if any pair is; `stale` only if
+all are; `samples` is the sum and `last_measurement` the latest; `links` counts the host pairs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from statistics import fmean
+from typing import Any, Literal
+
+from service.matrix.snapshot import LinkRecord
+
+Level = Literal["host", "site"]
+
+
+def matches_endpoint(link: LinkRecord, side: str, query: str) -> bool:
+    """Whether `query` names the link's `side` ("source" or "destination") by IP, host or site."""
+    return query in (link[side], link[f"{side}_host"], link[f"{side}_site"])
+
+
+def filter_links(
+    links: Iterable[LinkRecord], source: str | None, destination: str | None
+) -> list[LinkRecord]:
+    return [
+        link for link in links
+        if (source is None or matches_endpoint(link, "source", source))
+        and (destination is None or matches_endpoint(link, "destination", destination))
+    ]
+
+
+def aggregate_sites(links: Sequence[LinkRecord]) -> list[LinkRecord]:
+    """One record per (source site, destination site) pair, sorted by the pair."""
+    groups: dict[tuple[str, str], list[LinkRecord]] = defaultdict(list)
+    for link in links:
+        groups[(_site_key(link, "source"), _site_key(link, "destination"))].append(link)
+    return [_site_record(pair, members) for pair, members in sorted(groups.items())]
+
+
+def dense_matrix(links: Sequence[LinkRecord]) -> dict[str, Any]:
+    """Rows x columns over the sorted `nodes` (source/destination values); null where no link."""
+    nodes = sorted({link["source"] for link in links} | {link["destination"] for link in links})
+    position = {node: i for i, node in enumerate(nodes)}
+    grids: dict[str, list[list[Any]]] = {
+        key: [[None] * len(nodes) for _ in nodes] for key in ("cost", "congested", "utilisation")
+    }
+    for link in links:
+        i, j = position[link["source"]], position[link["destination"]]
+        for key, grid in grids.items():
+            grid[i][j] = link[key]
+    return {"nodes": nodes, **grids}
+
+
+def _site_key(link: LinkRecord, side: str) -> str:
+    return link[f"{side}_site"] or link[f"{side}_host"]
+
+
+def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord:
+    def mean_of(values: Iterable[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return round(fmean(present), 6) if present else None
+
+    delays = [m["delay_ms"] for m in members]
+    mins = [d["min"] for d in delays if d["min"] is not None]
+    p95s = [d["p95"] for d in delays if d["p95"] is not None]
+    lasts = [m["last_measurement"] for m in members if m["last_measurement"] is not None]
+    return {
+        "source": pair[0],
+        "destination": pair[1],
+        "links": len(members),
+        "cost": mean_of(m["cost"] for m in members),
+        "empirical": mean_of(m["empirical"] for m in members),
+        "congested": any(m["congested"] for m in members),
+        "utilisation": mean_of(m["utilisation"] for m in members),
+        "delay_ms": {
+            "mean": mean_of(d["mean"] for d in delays),
+            "median": mean_of(d["median"] for d in delays),
+            "std": mean_of(d["std"] for d in delays),
+            "min": min(mins) if mins else None,
+            "p95": max(p95s) if p95s else None,
+        },
+        "packet_loss": mean_of(m["packet_loss"] for m in members),
+        "samples": sum(m["samples"] for m in members),
+        "last_measurement": max(lasts) if lasts else None,
+        "stale": all(m["stale"] for m in members),
+        "clock_suspect": any(m["clock_suspect"] for m in members),
+    }

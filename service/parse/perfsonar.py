@@ -1,0 +1,154 @@
+"""Parse perfSONAR bus messages (original and `version: 2` layouts) into ParsedMessage records."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from service.errors import RejectedInput, RejectReason
+from service.parse.histogram import compute_histogram_stats
+from service.parse.limits import InputLimits
+from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
+
+
+def parse_message(
+    kind: MeasurementKind, body: bytes | str, limits: InputLimits = InputLimits()
+) -> ParsedMessage:
+    """Parse one message body of `kind`; raise RejectedInput when the whole message is unusable.
+
+    Datapoints that are individually bad are listed in `ParsedMessage.rejected`, the rest kept.
+    """
+    if len(body) > limits.max_body_bytes:
+        raise RejectedInput(RejectReason.TOO_LARGE, f"{len(body)} bytes")
+    document = _load_json(body)
+    link = _parse_link(_require_object(document.get("meta"), "meta"), limits)
+    datapoints = _require_object(document.get("datapoints"), "datapoints")
+    if not datapoints:
+        raise RejectedInput(RejectReason.EMPTY, "no datapoints")
+    if len(datapoints) > limits.max_datapoints:
+        raise RejectedInput(RejectReason.TOO_MANY_DATAPOINTS, str(len(datapoints)))
+    message = ParsedMessage(kind=kind, link=link)
+    for key, value in datapoints.items():
+        try:
+            _add_datapoint(message, _parse_timestamp(key), value, limits)
+        except RejectedInput as rejection:
+            message.rejected.append((rejection.reason, rejection.detail))
+    return message
+
+
+def _load_json(body: bytes | str) -> dict[str, Any]:
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise RejectedInput(RejectReason.INVALID_JSON, str(error)[:80]) from None
+    if not isinstance(document, dict):
+        raise RejectedInput(RejectReason.NOT_AN_OBJECT, type(document).__name__)
+    return document
+
+
+def _require_object(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        raise RejectedInput(RejectReason.MISSING_FIELD, name)
+    if not isinstance(value, dict):
+        raise RejectedInput(RejectReason.BAD_VALUE, f"{name} is not an object")
+    return value
+
+
+def _parse_link(meta: dict[str, Any], limits: InputLimits) -> LinkEndpoints:
+    source = _ip_field(meta, "source", limits)
+    destination = _ip_field(meta, "destination", limits)
+    return LinkEndpoints(
+        source=source,
+        destination=destination,
+        source_host=_host_field(meta, "input_source", source, limits),
+        destination_host=_host_field(meta, "input_destination", destination, limits),
+    )
+
+
+def _ip_field(meta: dict[str, Any], name: str, limits: InputLimits) -> str:
+    value = meta.get(name)
+    if value is None:
+        raise RejectedInput(RejectReason.MISSING_FIELD, f"meta.{name}")
+    if not isinstance(value, str) or len(value) > limits.max_string_length:
+        raise RejectedInput(RejectReason.BAD_VALUE, f"meta.{name} is not a string")
+    canonical = _canonical_ip(value)
+    if canonical is None:
+        raise RejectedInput(RejectReason.BAD_VALUE, f"meta.{name} is not an IP address")
+    return canonical
+
+
+@lru_cache(maxsize=65536)
+def _canonical_ip(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        return None
+
+
+def _host_field(meta: dict[str, Any], name: str, fallback: str, limits: InputLimits) -> str:
+    value = meta.get(name)
+    if value is None or value == "":
+        return fallback
+    if not isinstance(value, str) or len(value) > limits.max_string_length:
+        raise RejectedInput(RejectReason.BAD_VALUE, f"meta.{name} is not a short string")
+    return value
+
+
+def _parse_timestamp(key: str) -> int:
+    try:
+        seconds = float(key)
+    except ValueError:
+        raise RejectedInput(RejectReason.BAD_VALUE, "timestamp is not a number") from None
+    if not math.isfinite(seconds) or seconds < 0 or seconds > 1e11:
+        raise RejectedInput(RejectReason.BAD_VALUE, "timestamp out of range")
+    return int(seconds)
+
+
+def _add_datapoint(message: ParsedMessage, ts: int, value: Any, limits: InputLimits) -> None:
+    if message.kind is MeasurementKind.LOSS:
+        message.losses.append((ts, _parse_loss(value)))
+        return
+    stats = compute_histogram_stats(_parse_buckets(value, limits))
+    if stats is None:
+        raise RejectedInput(RejectReason.CLOCK_ERROR, "no packet with a plausible delay")
+    message.delays.append((ts, stats))
+
+
+def _parse_loss(value: Any) -> float:
+    if isinstance(value, str):
+        value = _float_or_reject(value, "loss")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RejectedInput(RejectReason.BAD_VALUE, "loss is not a number")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise RejectedInput(RejectReason.LOSS_OUT_OF_RANGE, repr(value)[:40])
+    return float(value)
+
+
+def _parse_buckets(value: Any, limits: InputLimits) -> list[tuple[float, int]]:
+    if not isinstance(value, dict):
+        raise RejectedInput(RejectReason.BAD_VALUE, "histogram is not an object")
+    if not value:
+        raise RejectedInput(RejectReason.EMPTY, "histogram has no buckets")
+    if len(value) > limits.max_buckets:
+        raise RejectedInput(RejectReason.TOO_LARGE, f"{len(value)} buckets")
+    buckets = []
+    for delay_text, count in value.items():
+        delay = _float_or_reject(delay_text, "bucket delay")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise RejectedInput(RejectReason.BAD_VALUE, "bucket count is not a count")
+        buckets.append((delay, count))
+    return buckets
+
+
+def _float_or_reject(text: str, what: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is not a number") from None
+    if not math.isfinite(number):
+        raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is not finite")
+    return number

@@ -1,0 +1,41 @@
+"""Plain records that parsing produces and link state consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from service.errors import RejectReason
+from service.parse.histogram import HistogramStats
+
+
+class MeasurementKind(StrEnum):
+    """The perfSONAR event types nettel consumes."""
+
+    DELAY = "histogram-owdelay"
+    LOSS = "packet-loss-rate"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkEndpoints:
+    """A directed link: sender and receiver IPs plus the host names the toolkit reported."""
+
+    source: str
+    destination: str
+    source_host: str
+    destination_host: str
+
+
+@dataclass(slots=True)
+class ParsedMessage:
+    """One bus message after parsing: accepted datapoints and the reasons for refused ones."""
+
+    kind: MeasurementKind
+    link: LinkEndpoints
+    delays: list[tuple[int, HistogramStats]] = field(default_factory=list)
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    rejected: list[tuple[RejectReason, str]] = field(default_factory=list)
+
+    @property
+    def accepted_count(self) -> int:
+        return len(self.delays) + len(self.losses)

@@ -1,0 +1,90 @@
+"""Prometheus exposition: a custom collector reads the runtime at scrape time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from service.errors import RejectReason
+from service.runtime import Runtime
+
+CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class RuntimeCollector(Collector):
+    """Ingest totals, link counts and broker state, as they are at scrape time."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        runtime = self._runtime
+        with runtime.pipeline.lock:
+            counters = runtime.pipeline.counters
+            received = dict(counters.messages_by_topic)
+            rejected = dict(counters.rejected_by_reason)
+            applied, clock_packets = counters.datapoints_applied, counters.clock_error_packets
+            last_message = counters.last_message_at
+            links = len(runtime.pipeline.state)
+        yield _labelled_counter(
+            "nettel_messages_received", "Messages received, by topic.", "topic", received
+        )
+        every_reason = {reason.value: rejected.get(reason.value, 0) for reason in RejectReason}
+        yield _labelled_counter(
+            "nettel_rejected", "Messages or datapoints rejected, by reason.", "reason", every_reason
+        )
+        yield CounterMetricFamily(
+            "nettel_datapoints_applied", "Datapoints stored in link state.", value=applied
+        )
+        yield CounterMetricFamily(
+            "nettel_clock_error_packets",
+            "Packets dropped for implausible one-way delay (<= -1 s or >= 50 s).",
+            value=clock_packets,
+        )
+        yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
+        yield GaugeMetricFamily(
+            "nettel_broker_connected", "1 when subscribed to a broker.",
+            value=1.0 if runtime.source.connected else 0.0,
+        )
+        yield from self._freshness(last_message)
+
+    def _freshness(self, last_message: float | None) -> Iterator[GaugeMetricFamily]:
+        now = time.time()
+        since = now - (last_message if last_message is not None else self._runtime.started_at)
+        yield GaugeMetricFamily(
+            "nettel_seconds_since_last_message",
+            "Seconds since the last message (since start when none yet).", value=since,
+        )
+        matrix = self._runtime.cycle.latest
+        if matrix is not None:
+            yield GaugeMetricFamily(
+                "nettel_snapshot_age_seconds", "Age of the served cost matrix.",
+                value=now - matrix.generated_at,
+            )
+            yield GaugeMetricFamily(
+                "nettel_congested_links", "Links the empirical filter marks congested.",
+                value=matrix.congested_count,
+            )
+
+
+def _labelled_counter(name: str, doc: str, label: str, values: dict[str, int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
+
+
+def build_registry(runtime: Runtime) -> CollectorRegistry:
+    """A registry with the runtime collector and a cycle-duration histogram fed by the cycle."""
+    registry = CollectorRegistry()
+    registry.register(RuntimeCollector(runtime))
+    cycle_seconds = Histogram(
+        "nettel_cycle_duration_seconds", "Time to recompute the cost matrix.",
+        buckets=CYCLE_BUCKETS, registry=registry,
+    )
+    runtime.cycle.cycle_observers.append(cycle_seconds.observe)
+    return registry

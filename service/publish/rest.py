@@ -1,0 +1,119 @@
+"""HTTP API (FastAPI): the cost matrix, link detail, health, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Literal
+
+import orjson
+from fastapi import FastAPI, HTTPException, Query, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service.matrix.link_detail import build_link_detail
+from service.matrix.snapshot import CostMatrix
+from service.matrix.views import aggregate_sites, dense_matrix, filter_links
+from service.publish.metrics import build_registry
+from service.publish.schemas import (
+    CostMatrixOut,
+    DenseMatrixOut,
+    LinkDetailOut,
+    ReadinessOut,
+)
+from service.runtime import Runtime
+
+JSON = "application/json"
+Endpoint = Annotated[
+    str | None, Query(max_length=255, description="IP, host name or site name")
+]
+
+
+def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
+    """The API over `runtime`; with `manage_runtime` the app's lifespan starts and stops it."""
+    registry = build_registry(runtime)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if manage_runtime:
+            runtime.start()
+        yield
+        if manage_runtime:
+            runtime.stop()
+
+    app = FastAPI(
+        title="nettel",
+        summary="Live network link cost matrix from perfSONAR delay and loss.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+
+    def latest_matrix() -> CostMatrix:
+        matrix = runtime.cycle.latest
+        if matrix is None:
+            raise HTTPException(503, "no cost matrix computed yet")
+        return matrix
+
+    @app.get(
+        "/costmatrix",
+        response_model=CostMatrixOut | DenseMatrixOut,
+        responses={304: {"description": "unchanged since the ETag given in If-None-Match"}},
+    )
+    def costmatrix(
+        request: Request,
+        source: Endpoint = None,
+        destination: Endpoint = None,
+        level: Literal["host", "site"] = "host",
+        format: Literal["links", "matrix"] = "links",
+    ) -> Response:
+        """The current link cost matrix, optionally filtered, aggregated by site or dense."""
+        matrix = latest_matrix()
+        if source is None and destination is None and level == "host" and format == "links":
+            return _full_matrix_response(request, matrix)
+        links = filter_links(matrix.links, source, destination)
+        if level == "site":
+            links = aggregate_sites(links)
+        document = matrix.document(links)
+        if format == "matrix":
+            document = {k: v for k, v in document.items() if k != "links"} | dense_matrix(links)
+        return Response(orjson.dumps(document), media_type=JSON)
+
+    @app.get("/links/{source}/{destination}", response_model=LinkDetailOut)
+    def link_detail(source: str, destination: str) -> Response:
+        """One link's buffered series and current features (endpoints by IP or host name)."""
+        with runtime.pipeline.lock:
+            row = runtime.pipeline.state.index.find_by_name(source, destination)
+            if row is None:
+                raise HTTPException(404, f"no link {source} -> {destination}")
+            view = runtime.pipeline.state.view(time.time(), rows=[row])
+        return Response(orjson.dumps(build_link_detail(view, runtime.cycle.predictor)), media_type=JSON)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        """The process is alive."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=ReadinessOut, responses={503: {"model": ReadinessOut}})
+    def readyz() -> Response:
+        """Connected to a broker and at least one matrix computed (503 otherwise)."""
+        ready, problems = runtime.ready()
+        body = orjson.dumps({"ready": ready, "problems": problems})
+        return Response(body, status_code=200 if ready else 503, media_type=JSON)
+
+    @app.get("/metrics", response_class=Response)
+    def metrics() -> Response:
+        """Prometheus text exposition."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _full_matrix_response(request: Request, matrix: CostMatrix) -> Response:
+    """The pre-serialised snapshot: 304 on a matching ETag, gzip when the client accepts it."""
+    headers = {"ETag": matrix.etag, "Vary": "Accept-Encoding", "Cache-Control": "no-cache"}
+    if matrix.etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        headers["Content-Encoding"] = "gzip"
+        return Response(matrix.gzip_body, media_type=JSON, headers=headers)
+    return Response(matrix.body, media_type=JSON, headers=headers)

@@ -1,0 +1,114 @@
+"""Applies parsed measurements to the link index and buffers, and hands out consistent copies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from service.errors import RejectReason
+from service.parse.records import ParsedMessage
+from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, LinkBuffers
+from service.state.link_index import LinkIndex
+from service.state.topology import Topology
+
+#: Datapoints further than this in the future (seconds) are refused.
+MAX_FUTURE_SECONDS = 300
+
+
+@dataclass(slots=True)
+class ApplyOutcome:
+    """What one message changed: datapoints stored and reasons for the refused ones."""
+
+    applied: int = 0
+    rejected: list[RejectReason] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StateView:
+    """A copy of every link's state at one moment; analysis works on this, never on live arrays."""
+
+    taken_at: float
+    sources: list[str]
+    destinations: list[str]
+    source_hosts: list[str]
+    destination_hosts: list[str]
+    source_sites: list[str | None]
+    destination_sites: list[str | None]
+    slot_minute: np.ndarray
+    series: dict[str, np.ndarray]
+    archive: dict[str, np.ndarray]
+    latest_delay_minute: np.ndarray
+    latest_p95: np.ndarray
+    latest_minute: np.ndarray
+    clock_suspect_minute: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
+class LinkState:
+    """All links' buffers; not thread-safe (the ingest adapter serialises access)."""
+
+    def __init__(self, topology: Topology | None = None, capacity: int = 1024) -> None:
+        self.index = LinkIndex(topology or Topology())
+        self.buffers = LinkBuffers(capacity)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def apply(self, message: ParsedMessage, now: float) -> ApplyOutcome:
+        """Store every datapoint of `message` that falls inside the window ending at `now`."""
+        outcome = ApplyOutcome(rejected=[reason for reason, _ in message.rejected])
+        row = self.index.row_for(message.link)
+        self.buffers.ensure_row(row)
+        for ts, stats in message.delays:
+            self._store(outcome, ts, now, lambda m, s=stats: self.buffers.write_delay(row, m, s))
+        for ts, loss in message.losses:
+            self._store(outcome, ts, now, lambda m, v=loss: self.buffers.write_loss(row, m, v))
+        return outcome
+
+    def view(self, now: float, rows: list[int] | None = None) -> StateView:
+        """Copy of all links' state (or of `rows` only) for analysis outside the lock."""
+        n = len(self.index)
+        pick: slice | list[int] = slice(0, n) if rows is None else rows
+        b, i = self.buffers, self.index
+
+        def names(values: list) -> list:
+            return values[:n] if rows is None else [values[r] for r in rows]
+
+        return StateView(
+            taken_at=now,
+            sources=names(i.sources),
+            destinations=names(i.destinations),
+            source_hosts=names(i.source_hosts),
+            destination_hosts=names(i.destination_hosts),
+            source_sites=names(i.source_sites),
+            destination_sites=names(i.destination_sites),
+            slot_minute=b.slot_minute[pick].copy(),
+            series={k: b.series[k][pick].copy() for k in SERIES},
+            archive={k: b.archive[k][pick].copy() for k in ARCHIVE},
+            latest_delay_minute=b.latest_delay_minute[pick].copy(),
+            latest_p95=b.latest_p95[pick].copy(),
+            latest_minute=b.latest_minute[pick].copy(),
+            clock_suspect_minute=b.clock_suspect_minute[pick].copy(),
+        )
+
+    @staticmethod
+    def _store(outcome: ApplyOutcome, ts: int, now: float, write) -> None:  # noqa: ANN001
+        reason = window_reject_reason(ts, now)
+        if reason is None and not write(ts // 60):
+            reason = RejectReason.TOO_OLD
+        if reason is None:
+            outcome.applied += 1
+        else:
+            outcome.rejected.append(reason)
+
+
+def window_reject_reason(ts: int, now: float) -> RejectReason | None:
+    """Why a datapoint at `ts` cannot be stored at time `now`, or None when it fits the window."""
+    if ts > now + MAX_FUTURE_SECONDS:
+        return RejectReason.FUTURE
+    if ts // 60 <= int(now // 60) - WINDOW_MINUTES:
+        return RejectReason.TOO_OLD
+    return None
