@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-_STANDARD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+_STANDARD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):
