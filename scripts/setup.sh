@@ -1,0 +1,45 @@
+# Shared setup for scripts/run.sh and scripts/test.sh (sourced, not run): idempotent installs of
+# Debian's activemq (and python3-venv when needed) and of nettel into .venv.
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+find_python() {
+    local candidate
+    for candidate in ${PYTHON:-} python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+install_system_packages() {
+    local missing=()
+    dpkg-query -W -f='${Status}' activemq 2>/dev/null | grep -q "ok installed" ||
+        missing+=(activemq)
+    local py
+    if ! py="$(find_python)"; then
+        missing+=(python3 python3-venv)
+    elif ! "$py" -c 'import ensurepip' 2>/dev/null; then
+        missing+=(python3-venv)
+    fi
+    if [ "${#missing[@]}" -gt 0 ]; then
+        echo "setup: installing ${missing[*]}"
+        $SUDO apt-get update
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+    fi
+}
+
+install_venv() {  # $1: what to pip install, e.g. "." or ".[test]"
+    [ -x .venv/bin/python ] || "$(find_python)" -m venv .venv
+    local stamp want  # one stamp per target: skip pip while pyproject.toml is unchanged
+    stamp=".venv/.nettel-install-$(printf %s "$1" | tr -c '[:lower:]' '_')"
+    want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        .venv/bin/python -m pip install --disable-pip-version-check -q -e "$1"
+        echo "$want" >"$stamp"
+    fi
+}
+
