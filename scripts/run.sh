@@ -6,7 +6,8 @@
 # Without NETTEL_BROKERS: starts a private ActiveMQ on 127.0.0.1:${NETTEL_BROKER_PORT:-61613}
 # (data in run/activemq), the seeded demo feed (`nettel simulate`) and `nettel serve`.
 # With NETTEL_BROKERS=host:port[,host:port]: only `nettel serve`, against those brokers.
-# NETTEL_LISTEN (default 127.0.0.1:8080) is where the HTTP API listens. Logs go to run/logs/.
+# NETTEL_LISTEN (default 127.0.0.1:8080) is where the HTTP API listens. Logs go to run/logs/
+# (NETTEL_RUN_DIR moves run/ elsewhere; the tests use that).
 # Ctrl-C (or SIGTERM) stops everything it started.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,17 +18,18 @@ install_system_packages
 install_venv "."
 
 # ---- run -----------------------------------------------------------------------------------
+RUN_DIR="${NETTEL_RUN_DIR:-run}"   # logs and broker data (git-ignored)
 LISTEN="${NETTEL_LISTEN:-127.0.0.1:8080}"
 BROKER_PORT="${NETTEL_BROKER_PORT:-61613}"
-mkdir -p run/logs
+mkdir -p "$RUN_DIR/logs"
 PIDS=()    # started in this order; stopped in reverse
 declare -A NAMES    # pid -> log name
 
 start_bg() {  # $1: log name; rest: command. Own session, so we can signal its whole group.
     local name="$1"
     shift
-    echo "run: $name -> run/logs/$name.log"
-    setsid "$@" >"run/logs/$name.log" 2>&1 </dev/null &
+    echo "run: $name -> $RUN_DIR/logs/$name.log"
+    setsid "$@" >"$RUN_DIR/logs/$name.log" 2>&1 </dev/null &
     PIDS+=("$!")
     NAMES[$!]="$name"
 }
@@ -73,9 +75,9 @@ trap 'stop_all; exit 143' TERM
 if [ -z "${NETTEL_BROKERS:-}" ]; then
     BROKERS="127.0.0.1:$BROKER_PORT"
     start_bg activemq .venv/bin/python -m service.devtools.activemq start \
-        --dir run/activemq --port "$BROKER_PORT"
-    wait_for "ActiveMQ" "${PIDS[-1]}" run/logs/activemq.log \
-        grep -q "activemq: ready" run/logs/activemq.log || { stop_all; exit 1; }
+        --dir "$RUN_DIR/activemq" --port "$BROKER_PORT"
+    wait_for "ActiveMQ" "${PIDS[-1]}" "$RUN_DIR/logs/activemq.log" \
+        grep -q "activemq: ready" "$RUN_DIR/logs/activemq.log" || { stop_all; exit 1; }
     start_bg simulate .venv/bin/nettel simulate --brokers "$BROKERS" --seed 1
 else
     BROKERS="$NETTEL_BROKERS"
@@ -83,7 +85,7 @@ fi
 start_bg serve .venv/bin/nettel serve --brokers "$BROKERS" --listen "$LISTEN" "$@"
 
 URL="http://${LISTEN/0.0.0.0/127.0.0.1}"
-wait_for "nettel serve" "${PIDS[-1]}" run/logs/serve.log healthy "$URL/healthz" ||
+wait_for "nettel serve" "${PIDS[-1]}" "$RUN_DIR/logs/serve.log" healthy "$URL/healthz" ||
     { stop_all; exit 1; }
 cat <<EOF
 
@@ -92,7 +94,7 @@ nettel is running (brokers: $BROKERS). Open:
   $URL/docs
   $URL/metrics
   $URL/readyz
-Logs: run/logs/. Press Ctrl-C to stop.
+Logs: $RUN_DIR/logs/. Press Ctrl-C to stop.
 EOF
 
 # Wait until one process ends. A demo feed that finishes cleanly leaves the rest running;
@@ -110,8 +112,8 @@ while true; do
     for pid in "${live[@]}"; do [ "$pid" = "$ended" ] || remaining+=("$pid"); done
     live=("${remaining[@]}")
 done
-echo "run: $name exited (status $status); last lines of run/logs/$name.log:" >&2
-tail -n 20 "run/logs/$name.log" >&2
+echo "run: $name exited (status $status); last lines of $RUN_DIR/logs/$name.log:" >&2
+tail -n 20 "$RUN_DIR/logs/$name.log" >&2
 echo "run: stopping the others" >&2
 stop_all
 exit "$status"

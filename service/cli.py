@@ -17,7 +17,7 @@ from service.errors import ConfigError
 from service.log_format import configure_logging
 
 #: Secrets are never taken from the command line, where `ps` would show them.
-ENV_ONLY_SETTINGS = {"broker_password"}
+ENV_ONLY_SETTINGS = {"broker_password", "admin_token"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

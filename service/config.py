@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from models.bundle import DEFAULT_BUNDLE
 from service.errors import ConfigError
 
 DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
@@ -44,6 +45,14 @@ class Settings(BaseSettings):
     loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
     interval: float = Field(10.0, gt=0, le=3600, description="seconds between matrix recomputes")
     topology: Path | None = Field(None, description="YAML/JSON file: site -> [host or IP, ...]")
+    model: str = Field(
+        "default", min_length=1,
+        description="model bundle directory; 'default' = the shipped bundle, 'none' = no model",
+    )
+    admin_token: SecretStr | None = Field(
+        None, description="bearer token for /admin endpoints (unset: admin endpoints disabled)"
+    )
+    admin_token_file: Path | None = Field(None, description="file holding the admin token")
     log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
 
     @field_validator("listen", mode="before")
@@ -60,7 +69,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_files(self) -> Settings:
-        for path in (self.topology, self.broker_password_file):
+        for path in (self.topology, self.broker_password_file, self.admin_token_file):
             if path is not None and not path.is_file():
                 raise ValueError(f"file {path} does not exist")
         if not self.brokers:
@@ -69,9 +78,23 @@ class Settings(BaseSettings):
 
     def broker_passcode(self) -> str | None:
         """The passcode from the environment or the password file (file wins)."""
-        if self.broker_password_file is not None:
-            return self.broker_password_file.read_text().strip()
-        return self.broker_password.get_secret_value() if self.broker_password else None
+        return _secret(self.broker_password, self.broker_password_file)
+
+    def admin_bearer_token(self) -> str | None:
+        """The admin token from the environment or the token file (file wins); None = disabled."""
+        return _secret(self.admin_token, self.admin_token_file) or None
+
+    def model_path(self) -> Path | None:
+        """The bundle directory to serve, or None when no model is wanted."""
+        if self.model.lower() == "none":
+            return None
+        return DEFAULT_BUNDLE if self.model == "default" else Path(self.model)
+
+
+def _secret(value: SecretStr | None, path: Path | None) -> str | None:
+    if path is not None:
+        return path.read_text().strip()
+    return value.get_secret_value() if value else None
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -4,6 +4,7 @@ Exception tree::
 
     NettelError
     ├── ConfigError          invalid settings or files given by the operator
+    ├── ModelBundleError     a model bundle that cannot be served (missing, corrupt, mismatched)
     └── RejectedInput        a message or datapoint refused; carries a RejectReason
 """
 
@@ -44,3 +45,7 @@ class RejectedInput(NettelError):
         super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
         self.reason = reason
         self.detail = detail
+
+
+class ModelBundleError(NettelError):
+    """A model bundle is missing, corrupt, or does not match the service's features."""

@@ -6,10 +6,13 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from service.analysis.predictor import ModelInfo
 from service.config import Settings
+from service.errors import ConfigError, ModelBundleError
 from service.ingest.pipeline import IngestPipeline
 from service.ingest.stomp_source import StompSource
 from service.matrix.cycle import MatrixCycle
+from service.model_slot import ModelSlot
 from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
 from service.state.topology import Topology
@@ -24,6 +27,7 @@ class Runtime:
     pipeline: IngestPipeline
     cycle: MatrixCycle
     source: StompSource
+    model: ModelSlot | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
@@ -33,6 +37,14 @@ class Runtime:
     def stop(self) -> None:
         self.source.stop()
         self.cycle.stop()
+
+    def reload_model(self) -> ModelInfo:
+        """Re-read the model bundle without touching link state; ModelBundleError keeps the old."""
+        if self.model is None:
+            raise ModelBundleError("no model is configured (--model none)")
+        info = self.model.reload()
+        self.cycle.predictor = self.model.current
+        return info
 
     def ready(self) -> tuple[bool, list[str]]:
         """Ready = connected to a broker and at least one matrix computed; else the reasons why not."""
@@ -56,5 +68,17 @@ def build_runtime(settings: Settings) -> Runtime:
         passcode=settings.broker_passcode(),
         heartbeat_ms=settings.heartbeat_ms,
     )
-    cycle = MatrixCycle(pipeline, settings.interval)
-    return Runtime(settings, pipeline, cycle, source)
+    model = load_model_slot(settings)
+    cycle = MatrixCycle(pipeline, settings.interval, model.current if model else None)
+    return Runtime(settings, pipeline, cycle, source, model)
+
+
+def load_model_slot(settings: Settings) -> ModelSlot | None:
+    """The configured model; ConfigError when an explicitly given bundle cannot be served."""
+    path = settings.model_path()
+    if path is None:
+        return None
+    try:
+        return ModelSlot(path)
+    except ModelBundleError as error:
+        raise ConfigError(f"--model: {error}") from None

@@ -78,7 +78,8 @@ def analyse_links(view: StateView, predictor: UtilisationPredictor | None) -> Li
         samples=present.sum(axis=1),
         last_measurement=last_ts,
         stale=view.taken_at - last_ts > STALE_AFTER_SECONDS,
-        clock_suspect=view.clock_suspect_minute > view.latest_minute - WINDOW_MINUTES,
+        clock_suspect=(view.clock_suspect_minute >= 0)
+        & (view.clock_suspect_minute > view.latest_minute - WINDOW_MINUTES),
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
 from service.errors import RejectReason
+from service.model_slot import ModelSlot
 from service.runtime import Runtime
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -21,7 +22,7 @@ class RuntimeCollector(Collector):
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
         runtime = self._runtime
         with runtime.pipeline.lock:
             counters = runtime.pipeline.counters
@@ -51,6 +52,11 @@ class RuntimeCollector(Collector):
             value=1.0 if runtime.source.connected else 0.0,
         )
         yield from self._freshness(last_message)
+        if runtime.model is not None:
+            info = runtime.model.current.info
+            model = InfoMetricFamily("nettel_model", "The served utilisation model.")
+            model.add_metric([], {"name": info.name, "version": info.version, "sha256": info.sha256})
+            yield model
 
     def _freshness(self, last_message: float | None) -> Iterator[GaugeMetricFamily]:
         now = time.time()
@@ -79,7 +85,7 @@ def _labelled_counter(name: str, doc: str, label: str, values: dict[str, int]) -
 
 
 def build_registry(runtime: Runtime) -> CollectorRegistry:
-    """A registry with the runtime collector and a cycle-duration histogram fed by the cycle."""
+    """A registry with the runtime collector and histograms fed by the cycle and the model."""
     registry = CollectorRegistry()
     registry.register(RuntimeCollector(runtime))
     cycle_seconds = Histogram(
@@ -87,4 +93,23 @@ def build_registry(runtime: Runtime) -> CollectorRegistry:
         buckets=CYCLE_BUCKETS, registry=registry,
     )
     runtime.cycle.cycle_observers.append(cycle_seconds.observe)
+    if runtime.model is not None:
+        _observe_inference(runtime.model, registry)
     return registry
+
+
+def _observe_inference(model: ModelSlot, registry: CollectorRegistry) -> None:
+    inference_seconds = Histogram(
+        "nettel_inference_duration_seconds", "Time of one batched model call over all links.",
+        buckets=CYCLE_BUCKETS, registry=registry,
+    )
+    links_predicted = Gauge(
+        "nettel_links_predicted", "Links given a utilisation estimate in the last cycle.",
+        registry=registry,
+    )
+
+    def observe(seconds: float, rows: int) -> None:
+        inference_seconds.observe(seconds)
+        links_predicted.set(rows)
+
+    model.inference_observers.append(observe)

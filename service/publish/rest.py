@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import secrets
+import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 import orjson
-from fastapi import FastAPI, HTTPException, Query, Request, Response
+from fastapi import FastAPI, Header, HTTPException, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from service.errors import ModelBundleError
 from service.matrix.link_detail import build_link_detail
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites, dense_matrix, filter_links
@@ -19,6 +24,7 @@ from service.publish.schemas import (
     CostMatrixOut,
     DenseMatrixOut,
     LinkDetailOut,
+    ModelOut,
     ReadinessOut,
 )
 from service.runtime import Runtime
@@ -37,6 +43,7 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if manage_runtime:
             runtime.start()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
         yield
         if manage_runtime:
             runtime.stop()
@@ -88,6 +95,22 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
             view = runtime.pipeline.state.view(time.time(), rows=[row])
         return Response(orjson.dumps(build_link_detail(view, runtime.cycle.predictor)), media_type=JSON)
 
+    @app.post(
+        "/admin/reload-model",
+        response_model=ModelOut,
+        responses={401: {"description": "missing or wrong bearer token"},
+                   404: {"description": "admin endpoints disabled (no token configured)"},
+                   409: {"description": "bundle refused; the previous model stays in service"}},
+    )
+    def reload_model(authorization: Annotated[str | None, Header()] = None) -> Response:
+        """Load the model bundle again (bearer token from NETTEL_ADMIN_TOKEN)."""
+        _require_admin(runtime.settings.admin_bearer_token(), authorization)
+        try:
+            info = runtime.reload_model()
+        except ModelBundleError as error:
+            raise HTTPException(409, str(error)) from None
+        return Response(orjson.dumps(vars(info)), media_type=JSON)
+
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         """The process is alive."""
@@ -106,6 +129,23 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _require_admin(token: str | None, authorization: str | None) -> None:
+    """404 when admin is disabled, 401 unless `Authorization: Bearer <token>` matches."""
+    if token is None:
+        raise HTTPException(404, "Not Found")
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(given.encode(), token.encode()):
+        raise HTTPException(401, "bearer token required", headers={"WWW-Authenticate": "Bearer"})
+
+
+def _reload_quietly(runtime: Runtime) -> None:
+    """SIGHUP: reload the model; a refused bundle is logged and the old model kept."""
+    try:
+        runtime.reload_model()
+    except ModelBundleError as error:
+        logging.getLogger("nettel.model").error("model reload refused", extra={"error": str(error)})
 
 
 def _full_matrix_response(request: Request, matrix: CostMatrix) -> Response:

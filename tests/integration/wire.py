@@ -65,7 +65,11 @@ def wait_for(
 
 
 def get_json(url: str, **params: str) -> Any:
-    response = httpx.get(url, params=params, timeout=5.0)
+    """The JSON of a 200 response; None for any other status or when nothing listens yet."""
+    try:
+        response = httpx.get(url, params=params, timeout=5.0)
+    except httpx.HTTPError:
+        return None
     return response.json() if response.status_code == 200 else None
 
 

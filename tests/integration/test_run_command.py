@@ -1,0 +1,55 @@
+"""README command 1 (`bash scripts/run.sh`): broker, demo feed and service come up; Ctrl-C stops all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from service.devtools.activemq import free_port
+from tests.integration.wire import get_json, wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_SITES = 20
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+@pytest.mark.skipif(not (REPO_ROOT / ".venv").is_dir(), reason="run via scripts/test.sh (.venv)")
+def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "NETTEL_LISTEN": f"127.0.0.1:{port}",
+        "NETTEL_BROKER_PORT": str(free_port()),
+        "NETTEL_RUN_DIR": str(tmp_path / "run"),
+    }
+    env.pop("NETTEL_BROKERS", None)
+    log = (tmp_path / "run.out").open("wb")
+    process = subprocess.Popen(
+        ["bash", "scripts/run.sh"], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        full_mesh = DEMO_SITES * (DEMO_SITES - 1)
+        matrix = wait_for(
+            lambda: (m := get_json(f"http://127.0.0.1:{port}/costmatrix"))
+            and len(m["links"]) == full_mesh and m,
+            timeout=180, interval=1.0, what=f"{full_mesh} demo links in /costmatrix",
+        )
+        assert all(link["samples"] >= 30 for link in matrix["links"])  # back-filled 40 minutes
+        assert any(link["clock_suspect"] for link in matrix["links"])
+        assert "http://127.0.0.1" in (tmp_path / "run.out").read_text()
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=60)
+    assert status == 130
+    time.sleep(0.5)
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(tmp_path / "run")], capture_output=True, text=True
+    ).stdout.split()
+    assert leftovers == []
