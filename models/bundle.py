@@ -2,6 +2,8 @@
 
 Loading needs numpy and h5py only (see models.numpy_network); the card's sha256 must match the
 `.keras` file and its feature list must equal the service's, or the bundle is refused.
+Saving (`save_bundle`) is for training and takes the Keras model as an argument, so this module
+never imports Keras.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,33 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def save_bundle(
+    directory: Path, keras_model: Any, scaler: MinMaxScaler, card_fields: dict[str, Any]
+) -> Path:
+    """Write model.keras, scaler.json and model_card.json into `directory`; return it.
+
+    The card is `card_fields` plus the sha256 of the written model.keras and the scaler's
+    feature names (`created` defaults to now, ISO UTC). It is written last, so an interrupted
+    save leaves a bundle that `load_bundle` refuses.
+    """
+    if keras_model.input_shape[-1] != len(scaler.feature_names):
+        raise ValueError("the model's input width differs from the scaler's feature count")
+    missing = {"name", "version"} - set(card_fields)
+    if missing:
+        raise ValueError(f"card fields lack {sorted(missing)}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    keras_model.save(directory / MODEL_FILE)
+    (directory / SCALER_FILE).write_text(json.dumps(scaler.to_json(), indent=1) + "\n")
+    card = {"created": datetime.now(UTC).isoformat(timespec="seconds"), **card_fields}
+    card |= {
+        "sha256": file_sha256(directory / MODEL_FILE),
+        "feature_names": list(scaler.feature_names),
+    }
+    (directory / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
+    return directory
+
+
 def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBundle:
     """Load and verify a bundle; ModelBundleError says exactly what is wrong."""
     try:
@@ -55,22 +85,30 @@ def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBun
         raise ModelBundleError(f"model bundle {directory}: {error}") from None
     _verify(directory, card, scaler, network, digest, expected_features)
     info = ModelInfo(
-        name=str(card["name"]), version=str(card["version"]),
-        sha256=digest, created=str(card["created"]),
+        name=str(card["name"]),
+        version=str(card["version"]),
+        sha256=digest,
+        created=str(card["created"]),
     )
     return ModelBundle(info, tuple(card["feature_names"]), scaler, network, card)
 
 
 def _verify(
-    directory: Path, card: dict[str, Any], scaler: MinMaxScaler, network: NumpyNetwork,
-    digest: str, expected_features: tuple[str, ...],
+    directory: Path,
+    card: dict[str, Any],
+    scaler: MinMaxScaler,
+    network: NumpyNetwork,
+    digest: str,
+    expected_features: tuple[str, ...],
 ) -> None:
     missing = {"name", "version", "created", "sha256", "feature_names"} - set(card)
     problem = None
     if missing:
         problem = f"model card lacks {sorted(missing)}"
     elif card["sha256"] != digest:
-        problem = f"{MODEL_FILE} sha256 {digest[:12]}... differs from the card's {card['sha256'][:12]}..."
+        problem = (
+            f"{MODEL_FILE} sha256 {digest[:12]}... differs from the card's {card['sha256'][:12]}..."
+        )
     elif tuple(card["feature_names"]) != expected_features:
         problem = _feature_mismatch(tuple(card["feature_names"]), expected_features)
     elif scaler.feature_names != expected_features or network.input_width != len(expected_features):

@@ -42,14 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser(
-        "serve", help="consume perfSONAR from the broker and serve /costmatrix and /metrics",
+        "serve",
+        help="consume perfSONAR from the broker and serve /costmatrix and /metrics",
         description="Every option can also be set with the NETTEL_<OPTION> environment variable.",
     )
     for name, field in Settings.model_fields.items():
         if name in ENV_ONLY_SETTINGS:
             continue
         serve.add_argument(
-            f"--{name.replace('_', '-')}", dest=name, default=None,
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            default=None,
             help=f"{field.description or name} [env NETTEL_{name.upper()}]",
         )
     serve.set_defaults(run=_run_serve)
@@ -80,7 +83,9 @@ def _add_simulate(commands: argparse._SubParsersAction) -> None:
     simulate.add_argument("--sites", type=int, default=20, help="sites in the mesh (>= 2)")
     simulate.add_argument("--backfill-minutes", type=int, default=40, help="minutes to back-fill")
     simulate.add_argument(
-        "--no-realtime", dest="realtime", action="store_false",
+        "--no-realtime",
+        dest="realtime",
+        action="store_false",
         help="stop after the back-fill instead of publishing every minute",
     )
     simulate.add_argument("--user", default=None, help="STOMP login")
@@ -102,8 +107,14 @@ def _run_simulate(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         run_demo_feed(
-            brokers, seed=args.seed, sites=args.sites, backfill_minutes=args.backfill_minutes,
-            realtime=args.realtime, user=args.user, password=args.password, stop=stop,
+            brokers,
+            seed=args.seed,
+            sites=args.sites,
+            backfill_minutes=args.backfill_minutes,
+            realtime=args.realtime,
+            user=args.user,
+            password=args.password,
+            stop=stop,
         )
     except KeyboardInterrupt:
         stop.set()

@@ -46,7 +46,8 @@ class Settings(BaseSettings):
     interval: float = Field(10.0, gt=0, le=3600, description="seconds between matrix recomputes")
     topology: Path | None = Field(None, description="YAML/JSON file: site -> [host or IP, ...]")
     model: str = Field(
-        "default", min_length=1,
+        "default",
+        min_length=1,
         description="model bundle directory; 'default' = the shipped bundle, 'none' = no model",
     )
     admin_token: SecretStr | None = Field(

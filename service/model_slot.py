@@ -60,8 +60,10 @@ class ModelSlot:
         with self._lock:
             candidate = self._load()
             self._current = candidate
-        self._log.info("model loaded", extra={"version": candidate.info.version,
-                                              "sha256": candidate.info.sha256})
+        self._log.info(
+            "model loaded",
+            extra={"version": candidate.info.version, "sha256": candidate.info.sha256},
+        )
         return candidate.info
 
     def _load(self) -> _TimedModel:

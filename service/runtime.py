@@ -1,4 +1,4 @@
-"""Composition root of `nettel serve`: builds state, ingest, the matrix cycle and the broker link."""
+"""Composition root of `nettel serve`: state, ingest, the matrix cycle, model and broker link."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Runtime:
         return info
 
     def ready(self) -> tuple[bool, list[str]]:
-        """Ready = connected to a broker and at least one matrix computed; else the reasons why not."""
+        """Ready = connected to a broker and a matrix computed; otherwise the reasons why not."""
         problems = []
         if not self.source.connected:
             problems.append("not connected to a broker")
@@ -58,7 +58,10 @@ class Runtime:
 
 def build_runtime(settings: Settings) -> Runtime:
     topology = load_topology(settings.topology) if settings.topology else Topology()
-    topics = {settings.delay_topic: MeasurementKind.DELAY, settings.loss_topic: MeasurementKind.LOSS}
+    topics = {
+        settings.delay_topic: MeasurementKind.DELAY,
+        settings.loss_topic: MeasurementKind.LOSS,
+    }
     pipeline = IngestPipeline(LinkState(topology), topics, log=logging.getLogger("nettel.ingest"))
     source = StompSource(
         settings.brokers,

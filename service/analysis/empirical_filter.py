@@ -19,7 +19,7 @@ class FilterResult:
 def apply_empirical_filter(
     delay_ms: np.ndarray, loss: np.ndarray, delay_min_ms: np.ndarray, delay_std_ms: np.ndarray
 ) -> FilterResult:
-    """Congested unless loss < 1e-4 or delay < all-time min + 1 std; score |loss x delay| if congested.
+    """Congested unless loss < 1e-4 or delay < all-time min + 1 std; then score |loss x delay|.
 
     Links with a missing input are not congested and score 0.
 

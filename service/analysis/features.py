@@ -79,15 +79,19 @@ def compute_features(windows: LinkWindows, all_time: AllTimeStats) -> np.ndarray
     """The (links x 45) feature matrix in FEATURE_NAMES order; NaN where data is insufficient."""
     delay = moving_average(windows.delay_mean)[:, -HISTORY_POINTS:]
     loss = moving_average(windows.loss)[:, -HISTORY_POINTS:]
-    current = np.column_stack([
-        delay[:, -1],
-        moving_average(windows.delay_median)[:, -1],
-        moving_average(windows.delay_std)[:, -1],
-        loss[:, -1],
-        delay[:, -1] - delay[:, -2],
-        loss[:, -1] - loss[:, -2],
-    ])
-    history = np.column_stack([delay.mean(axis=1), delay.std(axis=1), loss.mean(axis=1), loss.std(axis=1)])
+    current = np.column_stack(
+        [
+            delay[:, -1],
+            moving_average(windows.delay_median)[:, -1],
+            moving_average(windows.delay_std)[:, -1],
+            loss[:, -1],
+            delay[:, -1] - delay[:, -2],
+            loss[:, -1] - loss[:, -2],
+        ]
+    )
+    history = np.column_stack(
+        [delay.mean(axis=1), delay.std(axis=1), loss.mean(axis=1), loss.std(axis=1)]
+    )
     return np.hstack([current, all_time.as_columns(), delay, loss, history])
 
 

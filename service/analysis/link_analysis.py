@@ -50,6 +50,7 @@ class LinkAnalysis:
 
 def build_windows(view: StateView) -> LinkWindows:
     """Every link's series ordered oldest -> newest, ending at the link's latest minute."""
+
     def ordered(name: str) -> np.ndarray:
         return order_window(view.slot_minute, view.series[name], view.latest_minute)
 
@@ -60,7 +61,8 @@ def build_windows(view: StateView) -> LinkWindows:
 
 def analyse_links(view: StateView, predictor: UtilisationPredictor | None) -> LinkAnalysis:
     windows = build_windows(view)
-    all_time = compute_all_time_stats(view.archive, windows.delay_mean, windows.loss)
+    # Every occupied slot holds a distinct minute not yet archived, whatever its order.
+    all_time = compute_all_time_stats(view.archive, view.series["delay_mean"], view.series["loss"])
     features = compute_features(windows, all_time)
     has_features = complete_rows(features)
     latest = _latest_delay(view)
@@ -70,11 +72,21 @@ def analyse_links(view: StateView, predictor: UtilisationPredictor | None) -> Li
     last_ts = view.latest_minute.astype(np.float64) * 60.0
     present = ~(np.isnan(windows.delay_mean) & np.isnan(windows.loss))
     return LinkAnalysis(
-        delay_mean=latest["mean"], delay_median=latest["median"], delay_std=latest["std"],
-        delay_min=latest["min"], delay_p95=latest["p95"], loss=loss,
-        all_time=all_time, features=features, has_features=has_features,
-        congested=verdict.congested, empirical=verdict.score, utilisation=utilisation,
-        cost=compute_cost(utilisation, loss, latest["mean"] - all_time.delay_min, verdict.congested),
+        delay_mean=latest["mean"],
+        delay_median=latest["median"],
+        delay_std=latest["std"],
+        delay_min=latest["min"],
+        delay_p95=latest["p95"],
+        loss=loss,
+        all_time=all_time,
+        features=features,
+        has_features=has_features,
+        congested=verdict.congested,
+        empirical=verdict.score,
+        utilisation=utilisation,
+        cost=compute_cost(
+            utilisation, loss, latest["mean"] - all_time.delay_min, verdict.congested
+        ),
         samples=present.sum(axis=1),
         last_measurement=last_ts,
         stale=view.taken_at - last_ts > STALE_AFTER_SECONDS,
@@ -88,9 +100,9 @@ def predict_utilisation(
 ) -> np.ndarray:
     """One batched predictor call for every link with a complete feature row; NaN elsewhere."""
     utilisation = np.full(len(features), np.nan)
+    if predictor is not None and predictor.feature_names != FEATURE_NAMES:
+        raise ValueError("predictor feature list differs from the service's FEATURE_NAMES")
     if predictor is not None and has_features.any():
-        if predictor.feature_names != FEATURE_NAMES:
-            raise ValueError("predictor feature list differs from the service's FEATURE_NAMES")
         utilisation[has_features] = predictor.predict(features[has_features])
     return utilisation
 

@@ -33,7 +33,11 @@ class RateLimitedRejectLog:
         suppressed = self._suppressed.pop(reason, 0)
         self._log.warning(
             "rejected input",
-            extra={"reason": reason.value, "detail": detail, "topic": topic,
-                   "suppressed_since_last": suppressed},
+            extra={
+                "reason": reason.value,
+                "detail": detail,
+                "topic": topic,
+                "suppressed_since_last": suppressed,
+            },
         )
         return True

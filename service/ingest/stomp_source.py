@@ -34,7 +34,7 @@ class _Listener(stomp.ConnectionListener):
 
 
 class StompSource:
-    """Subscribes to `topics` and calls `handler(destination, body)` on stomp.py's receiver thread."""
+    """Subscribes to `topics`; calls `handler(destination, body)` on stomp.py's receiver thread."""
 
     def __init__(
         self,
@@ -59,7 +59,9 @@ class StompSource:
         self._wake = threading.Event()
         self._connected = threading.Event()
         self._connection: stomp.Connection12 | None = None
-        self._thread = threading.Thread(target=self._supervise, name="stomp-supervisor", daemon=True)
+        self._thread = threading.Thread(
+            target=self._supervise, name="stomp-supervisor", daemon=True
+        )
 
     @property
     def connected(self) -> bool:

@@ -67,14 +67,21 @@ def build_cost_matrix(
 
 def build_link_records(view: StateView, a: LinkAnalysis, has_model: bool) -> list[LinkRecord]:
     columns = {
-        "cost": _rounded(a.cost, 4), "empirical": _rounded(a.empirical, 6),
-        "utilisation": _rounded(a.utilisation, 4), "mean": _rounded(a.delay_mean, 4),
-        "median": _rounded(a.delay_median, 4), "std": _rounded(a.delay_std, 4),
-        "min": _rounded(a.delay_min, 4), "p95": _rounded(a.delay_p95, 4),
-        "loss": _rounded(a.loss, 6), "samples": a.samples.tolist(),
+        "cost": _rounded(a.cost, 4),
+        "empirical": _rounded(a.empirical, 6),
+        "utilisation": _rounded(a.utilisation, 4),
+        "mean": _rounded(a.delay_mean, 4),
+        "median": _rounded(a.delay_median, 4),
+        "std": _rounded(a.delay_std, 4),
+        "min": _rounded(a.delay_min, 4),
+        "p95": _rounded(a.delay_p95, 4),
+        "loss": _rounded(a.loss, 6),
+        "samples": a.samples.tolist(),
         "last": [int(x) if x >= 0 else None for x in a.last_measurement.tolist()],
-        "congested": a.congested.tolist(), "stale": a.stale.tolist(),
-        "clock": a.clock_suspect.tolist(), "complete": a.has_features.tolist(),
+        "congested": a.congested.tolist(),
+        "stale": a.stale.tolist(),
+        "clock": a.clock_suspect.tolist(),
+        "complete": a.has_features.tolist(),
     }
     return [_link_record(view, columns, row, has_model) for row in range(len(view))]
 
@@ -110,4 +117,3 @@ def _utilisation_reason(has_model: bool, complete: bool) -> str | None:
 def _rounded(values: np.ndarray, digits: int) -> list[float | None]:
     """JSON-ready floats, NaN as None."""
     return [None if math.isnan(x) else round(x, digits) for x in values.astype(np.float64).tolist()]
-

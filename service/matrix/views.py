@@ -28,7 +28,8 @@ def filter_links(
     links: Iterable[LinkRecord], source: str | None, destination: str | None
 ) -> list[LinkRecord]:
     return [
-        link for link in links
+        link
+        for link in links
         if (source is None or matches_endpoint(link, "source", source))
         and (destination is None or matches_endpoint(link, "destination", destination))
     ]

@@ -22,8 +22,9 @@ def parse_message(
 
     Datapoints that are individually bad are listed in `ParsedMessage.rejected`, the rest kept.
     """
-    if len(body) > limits.max_body_bytes:
-        raise RejectedInput(RejectReason.TOO_LARGE, f"{len(body)} bytes")
+    size = len(body) if isinstance(body, bytes) else len(body.encode(errors="replace"))
+    if size > limits.max_body_bytes:
+        raise RejectedInput(RejectReason.TOO_LARGE, f"{size} bytes")
     document = _load_json(body)
     link = _parse_link(_require_object(document.get("meta"), "meta"), limits)
     datapoints = _require_object(document.get("datapoints"), "datapoints")
@@ -120,7 +121,10 @@ def _add_datapoint(message: ParsedMessage, ts: int, value: Any, limits: InputLim
 
 def _parse_loss(value: Any) -> float:
     if isinstance(value, str):
-        value = _float_or_reject(value, "loss")
+        try:
+            value = float(value)
+        except ValueError:
+            raise RejectedInput(RejectReason.BAD_VALUE, "loss is not a number") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RejectedInput(RejectReason.BAD_VALUE, "loss is not a number")
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:

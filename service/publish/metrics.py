@@ -48,14 +48,17 @@ class RuntimeCollector(Collector):
         )
         yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
         yield GaugeMetricFamily(
-            "nettel_broker_connected", "1 when subscribed to a broker.",
+            "nettel_broker_connected",
+            "1 when subscribed to a broker.",
             value=1.0 if runtime.source.connected else 0.0,
         )
         yield from self._freshness(last_message)
         if runtime.model is not None:
             info = runtime.model.current.info
             model = InfoMetricFamily("nettel_model", "The served utilisation model.")
-            model.add_metric([], {"name": info.name, "version": info.version, "sha256": info.sha256})
+            model.add_metric(
+                [], {"name": info.name, "version": info.version, "sha256": info.sha256}
+            )
             yield model
 
     def _freshness(self, last_message: float | None) -> Iterator[GaugeMetricFamily]:
@@ -63,21 +66,26 @@ class RuntimeCollector(Collector):
         since = now - (last_message if last_message is not None else self._runtime.started_at)
         yield GaugeMetricFamily(
             "nettel_seconds_since_last_message",
-            "Seconds since the last message (since start when none yet).", value=since,
+            "Seconds since the last message (since start when none yet).",
+            value=since,
         )
         matrix = self._runtime.cycle.latest
         if matrix is not None:
             yield GaugeMetricFamily(
-                "nettel_snapshot_age_seconds", "Age of the served cost matrix.",
+                "nettel_snapshot_age_seconds",
+                "Age of the served cost matrix.",
                 value=now - matrix.generated_at,
             )
             yield GaugeMetricFamily(
-                "nettel_congested_links", "Links the empirical filter marks congested.",
+                "nettel_congested_links",
+                "Links the empirical filter marks congested.",
                 value=matrix.congested_count,
             )
 
 
-def _labelled_counter(name: str, doc: str, label: str, values: dict[str, int]) -> CounterMetricFamily:
+def _labelled_counter(
+    name: str, doc: str, label: str, values: dict[str, int]
+) -> CounterMetricFamily:
     family = CounterMetricFamily(name, doc, labels=[label])
     for key, value in sorted(values.items()):
         family.add_metric([key], value)
@@ -89,8 +97,10 @@ def build_registry(runtime: Runtime) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(RuntimeCollector(runtime))
     cycle_seconds = Histogram(
-        "nettel_cycle_duration_seconds", "Time to recompute the cost matrix.",
-        buckets=CYCLE_BUCKETS, registry=registry,
+        "nettel_cycle_duration_seconds",
+        "Time to recompute the cost matrix.",
+        buckets=CYCLE_BUCKETS,
+        registry=registry,
     )
     runtime.cycle.cycle_observers.append(cycle_seconds.observe)
     if runtime.model is not None:
@@ -100,11 +110,14 @@ def build_registry(runtime: Runtime) -> CollectorRegistry:
 
 def _observe_inference(model: ModelSlot, registry: CollectorRegistry) -> None:
     inference_seconds = Histogram(
-        "nettel_inference_duration_seconds", "Time of one batched model call over all links.",
-        buckets=CYCLE_BUCKETS, registry=registry,
+        "nettel_inference_duration_seconds",
+        "Time of one batched model call over all links.",
+        buckets=CYCLE_BUCKETS,
+        registry=registry,
     )
     links_predicted = Gauge(
-        "nettel_links_predicted", "Links given a utilisation estimate in the last cycle.",
+        "nettel_links_predicted",
+        "Links given a utilisation estimate in the last cycle.",
         registry=registry,
     )
 

@@ -30,9 +30,7 @@ from service.publish.schemas import (
 from service.runtime import Runtime
 
 JSON = "application/json"
-Endpoint = Annotated[
-    str | None, Query(max_length=255, description="IP, host name or site name")
-]
+Endpoint = Annotated[str | None, Query(max_length=255, description="IP, host name or site name")]
 
 
 def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
@@ -93,14 +91,18 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
             if row is None:
                 raise HTTPException(404, f"no link {source} -> {destination}")
             view = runtime.pipeline.state.view(time.time(), rows=[row])
-        return Response(orjson.dumps(build_link_detail(view, runtime.cycle.predictor)), media_type=JSON)
+        return Response(
+            orjson.dumps(build_link_detail(view, runtime.cycle.predictor)), media_type=JSON
+        )
 
     @app.post(
         "/admin/reload-model",
         response_model=ModelOut,
-        responses={401: {"description": "missing or wrong bearer token"},
-                   404: {"description": "admin endpoints disabled (no token configured)"},
-                   409: {"description": "bundle refused; the previous model stays in service"}},
+        responses={
+            401: {"description": "missing or wrong bearer token"},
+            404: {"description": "admin endpoints disabled (no token configured)"},
+            409: {"description": "bundle refused; the previous model stays in service"},
+        },
     )
     def reload_model(authorization: Annotated[str | None, Header()] = None) -> Response:
         """Load the model bundle again (bearer token from NETTEL_ADMIN_TOKEN)."""

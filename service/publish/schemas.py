@@ -36,7 +36,9 @@ class LinkOut(BaseModel):
     delay_ms: DelayStats
     packet_loss: float | None
     samples: int = Field(description="minutes with data in the 32-minute buffer")
-    last_measurement: int | None = Field(description="epoch seconds of the newest datapoint")
+    last_measurement: int | None = Field(
+        description="start (epoch s) of the newest datapoint's minute"
+    )
     stale: bool = Field(description="no datapoint for 5 minutes")
     clock_suspect: bool = Field(description="negative one-way delays seen in the window")
 

@@ -37,7 +37,7 @@ class LinkBuffers:
             self._grow_to(max(row + 1, 2 * self.capacity))
 
     def slot_for(self, row: int, minute: int) -> int | None:
-        """Slot to write `minute` into (emptied first if it held an older minute); None if too old."""
+        """Slot for `minute` (emptied first if it held an older minute); None if too old."""
         slot = minute % WINDOW_MINUTES
         held = int(self.slot_minute[row, slot])
         if held > minute:
@@ -49,7 +49,7 @@ class LinkBuffers:
         return slot
 
     def write_delay(self, row: int, minute: int, stats: HistogramStats) -> bool:
-        """Store one minute's delay statistics; False when the minute already left this row's window."""
+        """Store one minute's delay statistics; False when the minute left this row's window."""
         slot = self.slot_for(row, minute)
         if slot is None:
             return False

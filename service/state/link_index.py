@@ -60,6 +60,4 @@ class LinkIndex:
         self.ip_by_host[link.source_host] = link.source
         self.ip_by_host[link.destination_host] = link.destination
         self.source_sites[row] = self.topology.site_of(link.source_host, link.source)
-        self.destination_sites[row] = self.topology.site_of(
-            link.destination_host, link.destination
-        )
+        self.destination_sites[row] = self.topology.site_of(link.destination_host, link.destination)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -11,6 +12,8 @@ from service.parse.records import ParsedMessage
 from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, LinkBuffers
 from service.state.link_index import LinkIndex
 from service.state.topology import Topology
+
+T = TypeVar("T", bound=tuple[int, Any])
 
 #: Datapoints further than this in the future (seconds) are refused.
 MAX_FUTURE_SECONDS = 300
@@ -58,14 +61,21 @@ class LinkState:
         return len(self.index)
 
     def apply(self, message: ParsedMessage, now: float) -> ApplyOutcome:
-        """Store every datapoint of `message` that falls inside the window ending at `now`."""
+        """Store every datapoint of `message` that falls inside the window ending at `now`.
+
+        A link gets a row only once one of its datapoints passes the window check.
+        """
         outcome = ApplyOutcome(rejected=[reason for reason, _ in message.rejected])
+        delays = self._in_window(outcome, message.delays, now)
+        losses = self._in_window(outcome, message.losses, now)
+        if not delays and not losses:
+            return outcome
         row = self.index.row_for(message.link)
         self.buffers.ensure_row(row)
-        for ts, stats in message.delays:
-            self._store(outcome, ts, now, lambda m, s=stats: self.buffers.write_delay(row, m, s))
-        for ts, loss in message.losses:
-            self._store(outcome, ts, now, lambda m, v=loss: self.buffers.write_loss(row, m, v))
+        stored = [self.buffers.write_delay(row, ts // 60, stats) for ts, stats in delays]
+        stored += [self.buffers.write_loss(row, ts // 60, loss) for ts, loss in losses]
+        outcome.applied += sum(stored)
+        outcome.rejected += [RejectReason.TOO_OLD] * stored.count(False)
         return outcome
 
     def view(self, now: float, rows: list[int] | None = None) -> StateView:
@@ -95,14 +105,16 @@ class LinkState:
         )
 
     @staticmethod
-    def _store(outcome: ApplyOutcome, ts: int, now: float, write) -> None:  # noqa: ANN001
-        reason = window_reject_reason(ts, now)
-        if reason is None and not write(ts // 60):
-            reason = RejectReason.TOO_OLD
-        if reason is None:
-            outcome.applied += 1
-        else:
-            outcome.rejected.append(reason)
+    def _in_window(outcome: ApplyOutcome, datapoints: list[T], now: float) -> list[T]:
+        """The datapoints inside the window; the others' reasons are added to `outcome`."""
+        kept = []
+        for datapoint in datapoints:
+            reason = window_reject_reason(datapoint[0], now)
+            if reason is None:
+                kept.append(datapoint)
+            else:
+                outcome.rejected.append(reason)
+        return kept
 
 
 def window_reject_reason(ts: int, now: float) -> RejectReason | None:

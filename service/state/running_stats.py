@@ -6,8 +6,12 @@ import numpy as np
 
 
 def merge_moments(
-    n_a: np.ndarray, mean_a: np.ndarray, m2_a: np.ndarray,
-    n_b: np.ndarray, mean_b: np.ndarray, m2_b: np.ndarray,
+    n_a: np.ndarray,
+    mean_a: np.ndarray,
+    m2_a: np.ndarray,
+    n_b: np.ndarray,
+    mean_b: np.ndarray,
+    m2_b: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Combine (count, mean, sum of squared deviations) of two disjoint samples (Chan et al.).
 

@@ -13,13 +13,15 @@ class Topology:
 
     @classmethod
     def from_mapping(cls, sites: dict[str, list[str]]) -> Topology:
-        """Build from `{site: [host name or IP, ...]}`; a host listed under two sites is an error."""
+        """Build from `{site: [host name or IP, ...]}`; a host under two sites is an error."""
         site_by_host: dict[str, str] = {}
         for site, hosts in sites.items():
             for host in hosts:
                 key = str(host).strip().lower()
                 if site_by_host.get(key, site) != site:
-                    raise ValueError(f"host {host!r} is listed under {site_by_host[key]!r} and {site!r}")
+                    raise ValueError(
+                        f"host {host!r} is listed under {site_by_host[key]!r} and {site!r}"
+                    )
                 site_by_host[key] = str(site)
         return cls(site_by_host)
 

@@ -1,4 +1,4 @@
-"""README command 1 (`bash scripts/run.sh`): broker, demo feed and service come up; Ctrl-C stops all."""
+"""README command 1 (`bash scripts/run.sh`): broker, demo feed and service up; Ctrl-C stops all."""
 
 from __future__ import annotations
 
@@ -31,15 +31,24 @@ def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
     env.pop("NETTEL_BROKERS", None)
     log = (tmp_path / "run.out").open("wb")
     process = subprocess.Popen(
-        ["bash", "scripts/run.sh"], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        ["bash", "scripts/run.sh"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
         full_mesh = DEMO_SITES * (DEMO_SITES - 1)
         matrix = wait_for(
-            lambda: (m := get_json(f"http://127.0.0.1:{port}/costmatrix"))
-            and len(m["links"]) == full_mesh and m,
-            timeout=180, interval=1.0, what=f"{full_mesh} demo links in /costmatrix",
+            lambda: (
+                (m := get_json(f"http://127.0.0.1:{port}/costmatrix"))
+                and len(m["links"]) == full_mesh
+                and m
+            ),
+            timeout=180,
+            interval=1.0,
+            what=f"{full_mesh} demo links in /costmatrix",
         )
         assert all(link["samples"] >= 30 for link in matrix["links"])  # back-filled 40 minutes
         assert any(link["clock_suspect"] for link in matrix["links"])

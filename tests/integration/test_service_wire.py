@@ -59,7 +59,13 @@ def test_real_histogram_and_loss_reach_the_matrix_with_exact_statistics(service,
         return (real, v2) if real and v2 and real["packet_loss"] is not None else None
 
     real, v2 = wait_for(both_links, what="both sample links in /costmatrix")
-    assert real["delay_ms"] == {"mean": 2.9321, "median": 2.6, "std": 4.3168, "min": 2.51, "p95": 2.75}
+    assert real["delay_ms"] == {
+        "mean": 2.9321,
+        "median": 2.6,
+        "std": 4.3168,
+        "min": 2.51,
+        "p95": 2.75,
+    }
     assert real["source_host"] == "ps-latency.site-a.example.org"
     assert (real["source_site"], real["destination_site"]) == ("SITE-A", "SITE-B")
     assert real["samples"] == 3 and real["last_measurement"] == now - 60
@@ -77,12 +83,15 @@ def test_queries_by_site_host_and_dense_matrix(service, publisher):
     wait_for(lambda: len((get_json(f"{service.url}/costmatrix") or {}).get("links", [])) >= 2)
 
     by_site = get_json(f"{service.url}/costmatrix", source="SITE-A")
-    assert [(l["source"], l["destination"]) for l in by_site["links"]] == [("192.0.2.10", "198.51.100.20")]
+    assert [(link["source"], link["destination"]) for link in by_site["links"]] == [
+        ("192.0.2.10", "198.51.100.20")
+    ]
     by_host = get_json(f"{service.url}/costmatrix", destination="ps-latency.site-a.example.org")
-    assert [l["source"] for l in by_host["links"]] == ["203.0.113.5"]
+    assert [link["source"] for link in by_host["links"]] == ["203.0.113.5"]
     sites = get_json(f"{service.url}/costmatrix", level="site")
-    assert {(l["source"], l["destination"], l["links"]) for l in sites["links"]} == {
-        ("SITE-A", "SITE-B", 1), ("SITE-C", "SITE-A", 1)
+    assert {(link["source"], link["destination"], link["links"]) for link in sites["links"]} == {
+        ("SITE-A", "SITE-B", 1),
+        ("SITE-C", "SITE-A", 1),
     }
     dense = get_json(f"{service.url}/costmatrix", format="matrix", level="site")
     assert dense["nodes"] == ["SITE-A", "SITE-B", "SITE-C"]
@@ -120,25 +129,38 @@ def test_malformed_burst_is_counted_by_reason_and_valid_messages_all_land(servic
         bad_loss = sample_body("packet-loss-rate.json", [now - 60], source=f"10.8.0.{i}")
         bad_loss["datapoints"] = {str(now - 60): 1.5}
         publisher.send(LOSS, bad_loss)
-        publisher.send(LOSS, sample_body("packet-loss-rate.json", [now - 3600], source=f"10.7.0.{i}"))
-        publisher.send(LOSS, sample_body("packet-loss-rate.json", [now + 3600], source=f"10.6.0.{i}"))
+        publisher.send(
+            LOSS, sample_body("packet-loss-rate.json", [now - 3600], source=f"10.7.0.{i}")
+        )
+        publisher.send(
+            LOSS, sample_body("packet-loss-rate.json", [now + 3600], source=f"10.6.0.{i}")
+        )
 
     def all_counted():
         counts = {
             reason: metric_value(service.url, "nettel_rejected_total", reason=reason)
-            for reason in ("invalid_json", "missing_field", "bad_value", "loss_out_of_range",
-                           "too_old", "future")
+            for reason in (
+                "invalid_json",
+                "missing_field",
+                "bad_value",
+                "loss_out_of_range",
+                "too_old",
+                "future",
+            )
         }
         return counts if all(v >= 40 for v in counts.values()) else None
 
     counts = wait_for(all_counted, what="every malformed message counted")
     assert counts == {k: 40.0 for k in counts}
     matrix = wait_for(
-        lambda: (m := get_json(f"{service.url}/costmatrix"))
-        and {l["source"] for l in m["links"]} >= set(valid_sources) and m,
+        lambda: (
+            (m := get_json(f"{service.url}/costmatrix"))
+            and {link["source"] for link in m["links"]} >= set(valid_sources)
+            and m
+        ),
         what="every valid link in the matrix",
     )
-    assert {l["source"] for l in matrix["links"]} & set(valid_sources) == set(valid_sources)
+    assert {link["source"] for link in matrix["links"]} & set(valid_sources) == set(valid_sources)
     assert metric_value(service.url, "nettel_datapoints_applied_total") >= 40
     assert metric_value(service.url, "nettel_broker_connected") == 1.0
 
@@ -150,7 +172,8 @@ def test_readyz_turns_503_when_the_broker_stops(activemq_factory, nettel_service
     broker.kill()
     response = wait_for(
         lambda: (r := httpx.get(f"{service.url}/readyz")).status_code == 503 and r,
-        timeout=20, what="/readyz 503 after the broker died",
+        timeout=20,
+        what="/readyz 503 after the broker died",
     )
     assert "not connected to a broker" in response.json()["problems"]
     assert metric_value(service.url, "nettel_broker_connected") == 0.0
@@ -160,4 +183,10 @@ def test_readyz_turns_503_when_the_broker_stops(activemq_factory, nettel_service
 def test_openapi_docs_are_served(service):
     assert httpx.get(f"{service.url}/docs").status_code == 200
     spec = httpx.get(f"{service.url}/openapi.json").json()
-    assert {"/costmatrix", "/links/{source}/{destination}", "/healthz", "/readyz", "/metrics"} <= set(spec["paths"])
+    assert {
+        "/costmatrix",
+        "/links/{source}/{destination}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    } <= set(spec["paths"])

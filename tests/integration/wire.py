@@ -22,7 +22,7 @@ def load_sample(name: str) -> dict[str, Any]:
 
 
 def sample_body(name: str, timestamps: list[int], **meta: str) -> dict[str, Any]:
-    """The sample's body with its datapoints moved to `timestamps` (values cycled) and meta overrides."""
+    """The sample's body, datapoints moved to `timestamps` (values cycled), meta overridden."""
     body = copy.deepcopy(load_sample(name)["body"])
     values = list(body["datapoints"].values())
     body["datapoints"] = {str(ts): values[i % len(values)] for i, ts in enumerate(timestamps)}

@@ -1,0 +1,151 @@
+"""analyse_links over a LinkState fed constructed data, with a fake batched predictor."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from service.analysis.features import FEATURE_NAMES
+from service.analysis.link_analysis import STALE_AFTER_SECONDS, analyse_links
+from service.analysis.predictor import ModelInfo
+from service.errors import RejectReason
+from service.parse.histogram import compute_histogram_stats
+from service.state.link_state import LinkState
+from tests.message_factory import BASE_MINUTE, delay_message, link, loss_message
+
+N = BASE_MINUTE
+NOW = N * 60 + 30
+FULL = link("192.0.2.1", "198.51.100.1", "full.a", "full.b")
+SHORT = link("192.0.2.2", "198.51.100.1", "short.a", "full.b")
+
+
+class FakePredictor:
+    """Utilisation = smoothed delay / 100; records every call."""
+
+    info = ModelInfo(name="fake", version="1", sha256="0" * 64, created="2024-01-01")
+
+    def __init__(self, feature_names: tuple[str, ...] = FEATURE_NAMES) -> None:
+        self.feature_names = feature_names
+        self.calls: list[np.ndarray] = []
+
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        self.calls.append(rows.copy())
+        return rows[:, 0] / 100
+
+
+def feed(state: LinkState, endpoints, minutes: range, delay_of, loss: float = 0.01) -> None:
+    for minute in minutes:
+        now = minute * 60 + 30
+        state.apply(delay_message({minute * 60: delay_of(minute)}, endpoints), now)
+        state.apply(loss_message({minute * 60: loss}, endpoints), now)
+
+
+def two_link_state() -> LinkState:
+    """FULL: 32 minutes, delay 10..41 ms, loss 0.01; SHORT: 3 minutes at 5 ms, loss 0."""
+    state = LinkState()
+    feed(state, FULL, range(N - 31, N + 1), lambda m: 10.0 + m - (N - 31))
+    feed(state, SHORT, range(N - 2, N + 1), lambda m: 5.0, loss=0.0)
+    return state
+
+
+def test_one_batched_predictor_call_for_complete_rows_only() -> None:
+    state = two_link_state()
+    second_full = link("192.0.2.3", "198.51.100.1", "full2.a", "full.b")
+    feed(state, second_full, range(N - 31, N + 1), lambda m: 50.0)
+    predictor = FakePredictor()
+    result = analyse_links(state.view(NOW), predictor)
+    assert len(predictor.calls) == 1
+    assert predictor.calls[0].shape == (2, 45)
+    assert result.has_features.tolist() == [True, False, True]
+    # Smoothed delay of FULL: mean of the last 15 minutes 27..41 = 34.
+    assert result.utilisation[0] == pytest.approx(0.34, rel=1e-12)
+    assert math.isnan(result.utilisation[1])
+    assert result.utilisation[2] == pytest.approx(0.50, rel=1e-12)
+
+
+def test_latest_values_all_time_and_filter_for_the_full_link() -> None:
+    result = analyse_links(two_link_state().view(NOW), FakePredictor())
+    assert result.delay_mean.tolist() == [41.0, 5.0]
+    assert result.delay_median.tolist() == [41.0, 5.0]
+    assert result.delay_std.tolist() == [0.0, 0.0]
+    assert result.delay_min.tolist() == [41.0, 5.0]
+    assert result.delay_p95.tolist() == [41.0, 5.0]
+    assert result.loss[0] == pytest.approx(0.01, rel=1e-6)  # float32 storage
+    assert result.loss[1] == 0.0
+    assert result.all_time.delay_mean[0] == pytest.approx(25.5, rel=1e-12)
+    assert result.all_time.delay_std[0] == pytest.approx(math.sqrt(1023 / 12), rel=1e-12)
+    assert result.all_time.delay_min.tolist() == [10.0, 5.0]
+    assert result.all_time.delay_std[1] == 0.0
+    # FULL: 41 >= 10 + 9.23 and loss 0.01 >= 1e-4 -> congested, score 0.01 * 41.
+    assert result.congested.tolist() == [True, False]
+    assert result.empirical[0] == pytest.approx(0.41, rel=1e-6)
+    assert result.empirical[1] == 0.0
+    assert result.samples.tolist() == [32, 3]
+    assert result.last_measurement.tolist() == [N * 60.0, N * 60.0]
+    assert result.stale.tolist() == [False, False]
+    assert result.clock_suspect.tolist() == [False, False]
+
+
+def test_cost_combines_utilisation_loss_excess_delay_and_floor() -> None:
+    result = analyse_links(two_link_state().view(NOW), FakePredictor())
+    loss = float(np.float32(0.01))
+    expected = 1 - (1 - 0.34**4) * math.exp(-loss / 0.01) * math.exp(-31 / 20)
+    assert result.cost[0] == pytest.approx(expected, rel=1e-9)  # 0.92341...
+    assert result.cost[1] == 0.0  # no excess, no loss
+
+
+def test_without_predictor_utilisation_is_nan_and_cost_ignores_it() -> None:
+    result = analyse_links(two_link_state().view(NOW), None)
+    assert np.isnan(result.utilisation).all()
+    loss = float(np.float32(0.01))
+    expected = 1 - math.exp(-loss / 0.01) * math.exp(-31 / 20)
+    assert result.cost[0] == pytest.approx(expected, rel=1e-9)
+
+
+def test_predictor_not_called_when_no_row_is_complete() -> None:
+    state = LinkState()
+    feed(state, SHORT, range(N - 2, N + 1), lambda m: 5.0)
+    predictor = FakePredictor()
+    result = analyse_links(state.view(NOW), predictor)
+    assert predictor.calls == []
+    assert np.isnan(result.utilisation).all()
+
+
+def test_predictor_with_other_feature_list_is_refused() -> None:
+    predictor = FakePredictor(tuple(reversed(FEATURE_NAMES)))
+    with pytest.raises(ValueError, match="FEATURE_NAMES"):
+        analyse_links(two_link_state().view(NOW), predictor)
+    assert predictor.calls == []
+
+
+def test_stale_after_five_minutes_without_data() -> None:
+    state = two_link_state()
+    last = N * 60
+    assert STALE_AFTER_SECONDS == 300
+    assert analyse_links(state.view(last + 300), None).stale.tolist() == [False, False]
+    assert analyse_links(state.view(last + 301), None).stale.tolist() == [True, True]
+    # Fresh data on one link only.
+    state.apply(loss_message({(N + 6) * 60: 0.0}, FULL), (N + 6) * 60 + 10)
+    assert analyse_links(state.view((N + 6) * 60 + 10), None).stale.tolist() == [False, True]
+
+
+def test_clock_suspect_when_negative_delays_were_seen() -> None:
+    state = two_link_state()
+    skewed = compute_histogram_stats([(-3.0, 10), (4.0, 590)])
+    assert skewed is not None and skewed.clock_suspect
+    state.apply(delay_message({(N - 10) * 60: skewed}, SHORT), NOW)
+    result = analyse_links(state.view(NOW), None)
+    assert result.clock_suspect.tolist() == [False, True]
+    # The flag clears once the suspect minute has left the 32-minute window.
+    feed(state, SHORT, range(N + 1, N + 23), lambda m: 5.0)
+    later = analyse_links(state.view((N + 22) * 60 + 30), None)
+    assert later.clock_suspect.tolist() == [False, False]
+
+
+def test_link_whose_datapoints_are_all_rejected_gets_no_row() -> None:
+    state = LinkState()
+    outcome = state.apply(loss_message({0: 0.1}, FULL), NOW)  # too old
+    assert outcome.applied == 0 and outcome.rejected == [RejectReason.TOO_OLD]
+    assert len(state) == 0 and len(analyse_links(state.view(NOW), None).cost) == 0

@@ -1,0 +1,354 @@
+"""build_cost_matrix records/body/etag, and the filter, site and dense views."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from service.analysis.features import FEATURE_NAMES
+from service.analysis.link_analysis import analyse_links
+from service.analysis.predictor import ModelInfo
+from service.matrix.snapshot import CostMatrix, build_cost_matrix
+from service.matrix.views import aggregate_sites, dense_matrix, filter_links
+from service.publish.schemas import CostMatrixOut, LinkOut
+from service.state.link_state import LinkState
+from service.state.topology import Topology
+from tests.message_factory import BASE_MINUTE, delay_message, link, loss_message
+
+N = BASE_MINUTE
+NOW = N * 60 + 30
+MODEL = ModelInfo(name="nettel-mlp", version="3", sha256="ab" * 32, created="2024-05-01")
+FULL = link("192.0.2.1", "198.51.100.1", "ps.cern.ch", "ps.ral.uk")
+SHORT = link("192.0.2.2", "198.51.100.1", "ps2.cern.ch", "ps.ral.uk")
+LONE = link("203.0.113.9", "192.0.2.1", "ps.lone.org", "ps.cern.ch")
+TOPOLOGY = Topology.from_mapping({"CERN": ["ps.cern.ch", "ps2.cern.ch"], "RAL": ["ps.ral.uk"]})
+
+RECORD_KEYS = {
+    "source",
+    "destination",
+    "source_host",
+    "destination_host",
+    "source_site",
+    "destination_site",
+    "cost",
+    "empirical",
+    "congested",
+    "utilisation",
+    "utilisation_reason",
+    "delay_ms",
+    "packet_loss",
+    "samples",
+    "last_measurement",
+    "stale",
+    "clock_suspect",
+}
+
+
+class FakePredictor:
+    info = MODEL
+    feature_names = FEATURE_NAMES
+
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        return rows[:, 0] / 100
+
+
+def feed(state: LinkState, endpoints, minutes: range, delay_of, loss: float) -> None:
+    for minute in minutes:
+        now = minute * 60 + 30
+        state.apply(delay_message({minute * 60: delay_of(minute)}, endpoints), now)
+        state.apply(loss_message({minute * 60: loss}, endpoints), now)
+
+
+def build_state() -> LinkState:
+    state = LinkState(TOPOLOGY)
+    feed(state, FULL, range(N - 31, N + 1), lambda m: 10.0 + m - (N - 31), 0.02)
+    feed(state, SHORT, range(N - 2, N + 1), lambda m: 5.0, 0.0)
+    feed(state, LONE, range(N - 9, N - 5), lambda m: 2.5, 0.0)  # last data 6 minutes ago
+    return state
+
+
+def build(
+    state: LinkState | None = None,
+    model: ModelInfo | None = MODEL,
+    generated_at: float = 1_700_000_100.0,
+) -> CostMatrix:
+    view = (state or build_state()).view(NOW)
+    analysis = analyse_links(view, FakePredictor() if model else None)
+    return build_cost_matrix(view, analysis, model, generated_at)
+
+
+def test_records_have_every_documented_field_and_validate() -> None:
+    matrix = build()
+    assert len(matrix.links) == 3
+    for record in matrix.links:
+        assert set(record) == RECORD_KEYS
+        assert set(record["delay_ms"]) == {"mean", "median", "std", "min", "p95"}
+        LinkOut.model_validate(record)
+    assert RECORD_KEYS == set(LinkOut.model_fields) - {"links"}
+
+
+def test_record_values_of_the_full_link() -> None:
+    record = build().links[0]
+    loss = float(np.float32(0.02))  # stored as float32
+    excess_cost = 1 - (1 - 0.34**4) * math.exp(-loss / 0.01) * math.exp(-31 / 20)
+    assert round(excess_cost, 4) == 0.9717  # 0.971658...
+    assert record == {
+        "source": "192.0.2.1",
+        "destination": "198.51.100.1",
+        "source_host": "ps.cern.ch",
+        "destination_host": "ps.ral.uk",
+        "source_site": "CERN",
+        "destination_site": "RAL",
+        "cost": 0.9717,
+        "empirical": 0.82,
+        "congested": True,
+        "utilisation": 0.34,
+        "utilisation_reason": None,
+        "delay_ms": {"mean": 41.0, "median": 41.0, "std": 0.0, "min": 41.0, "p95": 41.0},
+        "packet_loss": 0.02,
+        "samples": 32,
+        "last_measurement": N * 60,
+        "stale": False,
+        "clock_suspect": False,
+    }
+
+
+def test_utilisation_reason_and_staleness() -> None:
+    with_model, without_model = build().links, build(model=None).links
+    assert [r["utilisation_reason"] for r in with_model] == [
+        None,
+        "insufficient_data",
+        "insufficient_data",
+    ]
+    assert [r["utilisation"] for r in with_model][1:] == [None, None]
+    assert [r["utilisation_reason"] for r in without_model] == ["no_model"] * 3
+    assert [r["utilisation"] for r in without_model] == [None] * 3
+    assert [r["stale"] for r in with_model] == [False, False, True]
+    assert [r["samples"] for r in with_model] == [32, 3, 4]
+    assert [r["last_measurement"] for r in with_model] == [N * 60, N * 60, (N - 6) * 60]
+    assert [r["source_site"] for r in with_model] == ["CERN", "CERN", None]
+    assert [r["destination_site"] for r in with_model] == ["RAL", "RAL", "CERN"]
+
+
+def test_body_is_the_json_document_of_the_records() -> None:
+    matrix = build()
+    document = orjson.loads(matrix.body)
+    assert document == {
+        "generated_at": 1_700_000_100.0,
+        "window_minutes": 32,
+        "model": {
+            "name": "nettel-mlp",
+            "version": "3",
+            "sha256": "ab" * 32,
+            "created": "2024-05-01",
+        },
+        "links": list(matrix.links),
+    }
+    CostMatrixOut.model_validate(document)
+    assert orjson.loads(build(model=None).body)["model"] is None
+    assert matrix.document(matrix.links[:1])["links"] == [matrix.links[0]]
+    assert matrix.congested_count == 1
+
+
+def test_etag_is_stable_for_same_content_and_changes_with_content() -> None:
+    state = build_state()
+    first, again = build(state), build(state)
+    assert first.body == again.body
+    assert first.etag == again.etag
+    assert first.etag.startswith('"') and first.etag.endswith('"') and len(first.etag) == 26
+    assert build(state, generated_at=1_700_000_110.0).etag != first.etag
+    state.apply(loss_message({N * 60: 0.25}, SHORT), NOW)
+    assert build(state).etag != first.etag
+
+
+def test_gzip_body_decompresses_to_body() -> None:
+    matrix = build()
+    assert gzip.decompress(matrix.gzip_body) == matrix.body
+    assert matrix.gzip_body is matrix.gzip_body  # computed once
+
+
+# --- views on hand-made records -------------------------------------------------------------
+
+
+def record(
+    source: str,
+    destination: str,
+    src_host: str,
+    dst_host: str,
+    src_site: str | None,
+    dst_site: str | None,
+    **values: Any,
+) -> dict[str, Any]:
+    delay = values.pop("delay_ms", {})
+    base = {
+        "source": source,
+        "destination": destination,
+        "source_host": src_host,
+        "destination_host": dst_host,
+        "source_site": src_site,
+        "destination_site": dst_site,
+        "cost": 0.0,
+        "empirical": 0.0,
+        "congested": False,
+        "utilisation": None,
+        "utilisation_reason": "no_model",
+        "delay_ms": {"mean": None, "median": None, "std": None, "min": None, "p95": None, **delay},
+        "packet_loss": None,
+        "samples": 0,
+        "last_measurement": None,
+        "stale": False,
+        "clock_suspect": False,
+    }
+    return {**base, **values}
+
+
+LINKS = [
+    record(
+        "10.0.0.1",
+        "10.0.1.1",
+        "a1.cern.ch",
+        "b1.ral.uk",
+        "CERN",
+        "RAL",
+        cost=0.2,
+        empirical=0.0,
+        utilisation=0.1,
+        packet_loss=0.0,
+        samples=32,
+        last_measurement=1000,
+        stale=False,
+        delay_ms={"mean": 10.0, "median": 9.0, "std": 1.0, "min": 8.0, "p95": 12.0},
+    ),
+    record(
+        "10.0.0.2",
+        "10.0.1.1",
+        "a2.cern.ch",
+        "b1.ral.uk",
+        "CERN",
+        "RAL",
+        cost=0.7,
+        empirical=1.5,
+        congested=True,
+        utilisation=None,
+        packet_loss=0.05,
+        samples=20,
+        last_measurement=1060,
+        stale=True,
+        clock_suspect=True,
+        delay_ms={"mean": 30.0, "median": 28.0, "std": 4.0, "min": 7.5, "p95": 40.0},
+    ),
+    record(
+        "10.0.1.1",
+        "10.0.0.1",
+        "b1.ral.uk",
+        "a1.cern.ch",
+        "RAL",
+        "CERN",
+        cost=0.1,
+        samples=5,
+        last_measurement=None,
+        stale=True,
+    ),
+    record(
+        "10.0.2.1",
+        "10.0.0.1",
+        "lone.example.org",
+        "a1.cern.ch",
+        None,
+        "CERN",
+        cost=0.4,
+        samples=1,
+        last_measurement=900,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "destination", "expected"),
+    [
+        ("10.0.0.1", None, [0]),
+        ("a2.cern.ch", None, [1]),
+        ("CERN", None, [0, 1]),
+        (None, "a1.cern.ch", [2, 3]),
+        (None, "RAL", [0, 1]),
+        ("RAL", "CERN", [2]),
+        ("lone.example.org", "10.0.0.1", [3]),
+        ("CERN", "CERN", []),
+        ("nowhere", None, []),
+        (None, None, [0, 1, 2, 3]),
+    ],
+)
+def test_filter_links_by_ip_host_and_site(source, destination, expected) -> None:
+    assert filter_links(LINKS, source, destination) == [LINKS[i] for i in expected]
+
+
+def test_aggregate_sites() -> None:
+    sites = aggregate_sites(LINKS)
+    assert [(s["source"], s["destination"]) for s in sites] == [
+        ("CERN", "RAL"),
+        ("RAL", "CERN"),
+        ("lone.example.org", "CERN"),
+    ]
+    cern_ral = sites[0]
+    assert cern_ral == {
+        "source": "CERN",
+        "destination": "RAL",
+        "links": 2,
+        "cost": 0.45,
+        "empirical": 0.75,
+        "congested": True,
+        "utilisation": 0.1,
+        "delay_ms": {"mean": 20.0, "median": 18.5, "std": 2.5, "min": 7.5, "p95": 40.0},
+        "packet_loss": 0.025,
+        "samples": 52,
+        "last_measurement": 1060,
+        "stale": False,
+        "clock_suspect": True,
+    }
+    ral_cern = sites[1]
+    assert ral_cern["links"] == 1
+    assert ral_cern["utilisation"] is None
+    assert ral_cern["delay_ms"] == {
+        "mean": None,
+        "median": None,
+        "std": None,
+        "min": None,
+        "p95": None,
+    }
+    assert ral_cern["last_measurement"] is None
+    assert ral_cern["stale"] is True
+    assert sites[2]["cost"] == 0.4 and sites[2]["samples"] == 1
+    for site_record in sites:
+        LinkOut.model_validate(site_record)
+
+
+def test_aggregate_sites_rounds_means_to_six_digits() -> None:
+    links = [record("1", "2", "h1", "h2", "S", "T", cost=c) for c in (0.1, 0.2, 0.2)]
+    assert aggregate_sites(links)[0]["cost"] == 0.166667
+
+
+def test_dense_matrix_layout() -> None:
+    dense = dense_matrix(LINKS)
+    nodes = ["10.0.0.1", "10.0.0.2", "10.0.1.1", "10.0.2.1"]
+    assert dense["nodes"] == nodes
+    assert set(dense) == {"nodes", "cost", "congested", "utilisation"}
+    expected_cost = [[None] * 4 for _ in nodes]
+    expected_cost[0][2], expected_cost[1][2], expected_cost[2][0], expected_cost[3][0] = (
+        0.2,
+        0.7,
+        0.1,
+        0.4,
+    )
+    assert dense["cost"] == expected_cost
+    assert dense["congested"][1][2] is True and dense["congested"][0][2] is False
+    assert dense["congested"][2][2] is None
+    assert dense["utilisation"][0][2] == 0.1 and dense["utilisation"][1][2] is None
+
+
+def test_dense_matrix_of_nothing() -> None:
+    assert dense_matrix([]) == {"nodes": [], "cost": [], "congested": [], "utilisation": []}
