@@ -45,6 +45,16 @@ class Settings(BaseSettings):
     loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
     interval: float = Field(10.0, gt=0, le=3600, description="seconds between matrix recomputes")
     topology: Path | None = Field(None, description="YAML/JSON file: site -> [host or IP, ...]")
+    telemetry_topic: str = Field(
+        "/topic/telemetry.perfsonar",
+        min_length=1,
+        description="destination for per-link results in netTel's layout",
+    )
+    publish_telemetry: bool = Field(True, description="publish changed links to telemetry_topic")
+    stream_cost_step: float = Field(
+        0.01, ge=0, le=1, description="cost change that makes /costmatrix/stream send a link"
+    )
+    rse_map: Path | None = Field(None, description="YAML/JSON file: Rucio RSE -> site name")
     model: str = Field(
         "default",
         min_length=1,
@@ -70,7 +80,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_files(self) -> Settings:
-        for path in (self.topology, self.broker_password_file, self.admin_token_file):
+        for path in (self.topology, self.broker_password_file, self.admin_token_file, self.rse_map):
             if path is not None and not path.is_file():
                 raise ValueError(f"file {path} does not exist")
         if not self.brokers:

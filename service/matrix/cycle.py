@@ -31,6 +31,7 @@ class MatrixCycle:
         self.latest: CostMatrix | None = None
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = []
+        self.matrix_observers: list[Callable[[CostMatrix | None, CostMatrix], None]] = []
         self._pipeline = pipeline
         self._interval = interval
         self._clock = clock
@@ -55,10 +56,12 @@ class MatrixCycle:
         predictor = self.predictor
         analysis = analyse_links(view, predictor)
         info = predictor.info if predictor is not None else None
-        self.latest = build_cost_matrix(view, analysis, info, generated_at=view.taken_at)
+        previous, self.latest = self.latest, build_cost_matrix(view, analysis, info, view.taken_at)
         elapsed = time.perf_counter() - started
         for observe in self.cycle_observers:
             observe(elapsed)
+        for publish in self.matrix_observers:
+            publish(previous, self.latest)
         return self.latest
 
     def _run(self) -> None:
