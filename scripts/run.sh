@@ -82,7 +82,8 @@ if [ -z "${NETTEL_BROKERS:-}" ]; then
 else
     BROKERS="$NETTEL_BROKERS"
 fi
-start_bg serve .venv/bin/nettel serve --brokers "$BROKERS" --listen "$LISTEN" "$@"
+start_bg serve .venv/bin/nettel serve --brokers "$BROKERS" --listen "$LISTEN" \
+    --state-dir "${NETTEL_STATE_DIR:-$RUN_DIR/state}" "$@"
 
 URL="http://${LISTEN/0.0.0.0/127.0.0.1}"
 wait_for "nettel serve" "${PIDS[-1]}" "$RUN_DIR/logs/serve.log" healthy "$URL/healthz" ||

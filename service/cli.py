@@ -59,8 +59,7 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
+    from service.publish.http_server import serve_http
     from service.publish.rest import create_app
     from service.runtime import build_runtime
 
@@ -70,7 +69,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     app = create_app(build_runtime(settings))
     host, port = settings.listen
     logging.getLogger("nettel").info("serving", extra={"url": f"http://{host}:{port}"})
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+    serve_http(app, host, port)
     return 0
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -43,6 +44,23 @@ class Settings(BaseSettings):
     heartbeat_ms: int = Field(10_000, ge=0, le=600_000, description="STOMP heart-beat period (ms)")
     delay_topic: str = Field(DELAY_TOPIC, min_length=1, description="histogram-owdelay topic")
     loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
+    subscription: Literal["durable", "virtual", "plain"] = Field(
+        "durable", description="durable topic subscription, virtual-topic queue, or plain topic"
+    )
+    client_id: str = Field(
+        default_factory=lambda: f"nettel-{socket.gethostname()}",
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="STOMP client-id / durable subscription name (unique per nettel instance)",
+    )
+    prefetch: int = Field(20_000, ge=1, le=1_000_000, description="broker prefetch (messages)")
+    state_dir: Path | None = Field(
+        None, description="directory for state snapshots; unset = no persistence (auto acks)"
+    )
+    snapshot_interval: float = Field(
+        60.0, gt=0, le=86_400, description="seconds between state snapshots"
+    )
     interval: float = Field(10.0, gt=0, le=3600, description="seconds between matrix recomputes")
     topology: Path | None = Field(None, description="YAML/JSON file: site -> [host or IP, ...]")
     telemetry_topic: str = Field(

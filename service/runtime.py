@@ -10,11 +10,13 @@ from service.analysis.predictor import ModelInfo
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
 from service.ingest.pipeline import IngestPipeline
-from service.ingest.stomp_source import StompSource
+from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.matrix.cycle import MatrixCycle
 from service.model_slot import ModelSlot
 from service.parse.records import MeasurementKind
+from service.persistence import Persistence
 from service.state.link_state import LinkState
+from service.state.snapshot_store import SnapshotStore
 from service.state.topology import Topology
 from service.state.topology_file import load_topology
 
@@ -28,15 +30,22 @@ class Runtime:
     cycle: MatrixCycle
     source: StompSource
     model: ModelSlot | None = None
+    persistence: Persistence | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
         self.cycle.start()
+        if self.persistence is not None:
+            self.persistence.start()
         self.source.start()
 
     def stop(self) -> None:
-        self.source.stop()
+        """Stop consuming, snapshot what was applied (acknowledging it), then disconnect."""
+        self.source.pause()
         self.cycle.stop()
+        if self.persistence is not None:
+            self.persistence.stop()
+        self.source.stop()
 
     def reload_model(self) -> ModelInfo:
         """Re-read the model bundle without touching link state; ModelBundleError keeps the old."""
@@ -58,22 +67,35 @@ class Runtime:
 
 def build_runtime(settings: Settings) -> Runtime:
     topology = load_topology(settings.topology) if settings.topology else Topology()
+    store = SnapshotStore(settings.state_dir) if settings.state_dir else None
+    state = (store.read(topology) if store else None) or LinkState(topology)
     topics = {
         settings.delay_topic: MeasurementKind.DELAY,
         settings.loss_topic: MeasurementKind.LOSS,
     }
-    pipeline = IngestPipeline(LinkState(topology), topics, log=logging.getLogger("nettel.ingest"))
+    pipeline = IngestPipeline(state, topics, log=logging.getLogger("nettel.ingest"))
     source = StompSource(
         settings.brokers,
         list(topics),
         pipeline.handle_frame,
+        subscription=SubscriptionSpec(
+            mode=settings.subscription,
+            client_id=settings.client_id,
+            ack="client" if store else "auto",
+            prefetch=settings.prefetch,
+        ),
         user=settings.broker_user,
         passcode=settings.broker_passcode(),
         heartbeat_ms=settings.heartbeat_ms,
     )
     model = load_model_slot(settings)
     cycle = MatrixCycle(pipeline, settings.interval, model.current if model else None)
-    return Runtime(settings, pipeline, cycle, source, model)
+    persistence = None
+    if store is not None:
+        persistence = Persistence(
+            pipeline, store, source.acknowledge, settings.snapshot_interval, settings.prefetch // 2
+        )
+    return Runtime(settings, pipeline, cycle, source, model, persistence)
 
 
 def load_model_slot(settings: Settings) -> ModelSlot | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from service.errors import RejectedInput, RejectReason
+from service.ingest.ack_token import AckToken
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import parse_message
@@ -42,13 +43,30 @@ class IngestPipeline:
         self.state = state
         self.lock = threading.Lock()
         self.counters = IngestCounters()
+        self.pending_acks: dict[str, AckToken] = {}
+        self.unacked_count = 0
         self._topics = topics
         self._limits = limits
         self._clock = clock
         self._reject_log = RateLimitedRejectLog(log or logging.getLogger("nettel.ingest"))
 
-    def handle_frame(self, destination: str, body: bytes | str) -> int:
+    def handle_frame(self, destination: str, body: bytes | str, ack: AckToken | None = None) -> int:
         """Apply one frame; returns datapoints stored. Never raises on bad input."""
+        try:
+            return self._apply_frame(destination, body)
+        finally:
+            if ack is not None:
+                with self.lock:
+                    self.pending_acks[ack.subscription] = ack
+                    self.unacked_count += 1
+
+    def take_pending_acks(self) -> list[AckToken]:
+        """Latest frame per subscription applied so far (call under `lock`, with the snapshot)."""
+        tokens, self.pending_acks = list(self.pending_acks.values()), {}
+        self.unacked_count = 0
+        return tokens
+
+    def _apply_frame(self, destination: str, body: bytes | str) -> int:
         now = self._clock()
         kind = self._topics.get(destination)
         try:

@@ -2,7 +2,17 @@
 
 stomp.py does the protocol (STOMP 1.2, heart-beats, failover over the host list on connect);
 this module adds a supervisor thread that reconnects with capped exponential backoff and jitter
-whenever the connection drops.
+whenever the connection drops, and the subscription modes:
+
+- ``durable`` (default): ActiveMQ durable topic subscriptions (``client-id`` on CONNECT,
+  ``activemq.subscriptionName`` on SUBSCRIBE), so the broker keeps persistent messages while
+  nettel is away;
+- ``virtual``: ActiveMQ virtual-topic consumer queues ``/queue/Consumer.<client-id>.<topic>``
+  (the operator must publish to ``VirtualTopic.*`` topics);
+- ``plain``: ordinary topic subscriptions; whatever is published while disconnected is lost.
+
+With ``ack="client"`` frames are acknowledged only through `acknowledge` (cumulatively, per
+subscription), which the persistence layer calls once a snapshot holds what they carried.
 """
 
 from __future__ import annotations
@@ -10,13 +20,28 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import stomp
 from stomp.exception import StompException
 
+from service.ingest.ack_token import AckToken
+
 Address = tuple[str, int]
-FrameHandler = Callable[[str, bytes], object]
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    mode: Literal["durable", "virtual", "plain"] = "durable"
+    client_id: str = "nettel"
+    ack: Literal["auto", "client"] = "auto"
+    prefetch: int = 1000
+
+
+FrameHandler = Callable[[str, bytes, AckToken | None], object]
 
 
 class _Listener(stomp.ConnectionListener):
@@ -24,7 +49,7 @@ class _Listener(stomp.ConnectionListener):
         self._source = source
 
     def on_message(self, frame: stomp.utils.Frame) -> None:
-        self._source.deliver(frame.headers.get("destination", ""), frame.body)
+        self._source.deliver(frame.headers, frame.body)
 
     def on_disconnected(self) -> None:
         self._source.mark_disconnected()
@@ -34,7 +59,7 @@ class _Listener(stomp.ConnectionListener):
 
 
 class StompSource:
-    """Subscribes to `topics`; calls `handler(destination, body)` on stomp.py's receiver thread."""
+    """Subscribes to `topics`; calls `handler(topic, body, ack)` on stomp.py's receiver thread."""
 
     def __init__(
         self,
@@ -42,6 +67,7 @@ class StompSource:
         topics: Sequence[str],
         handler: FrameHandler,
         *,
+        subscription: SubscriptionSpec = SubscriptionSpec(),
         user: str | None = None,
         passcode: str | None = None,
         heartbeat_ms: int = 10_000,
@@ -51,6 +77,10 @@ class StompSource:
         self._brokers = list(brokers)
         self._topics = list(topics)
         self._handler = handler
+        self._subscription = subscription
+        self._generation = 0
+        self._disconnected_since: float | None = time.monotonic()
+        self._disconnected_total = 0.0
         self._credentials = (user, passcode)
         self._heartbeat_ms = heartbeat_ms
         self._max_backoff = max_backoff_seconds
@@ -58,6 +88,7 @@ class StompSource:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._connected = threading.Event()
+        self._paused = threading.Event()
         self._connection: stomp.Connection12 | None = None
         self._thread = threading.Thread(
             target=self._supervise, name="stomp-supervisor", daemon=True
@@ -66,6 +97,24 @@ class StompSource:
     @property
     def connected(self) -> bool:
         return self._connected.is_set()
+
+    def disconnected_seconds(self) -> float:
+        """Total time without a broker connection since start (including now, if down)."""
+        since = self._disconnected_since
+        return self._disconnected_total + (time.monotonic() - since if since is not None else 0.0)
+
+    def acknowledge(self, tokens: Iterable[AckToken]) -> int:
+        """Ack frames received on the current connection; older ones will be redelivered anyway."""
+        connection, acked = self._connection, 0
+        for token in tokens:
+            if connection is None or token.generation != self._generation:
+                continue
+            try:
+                connection.ack(token.ack_id)
+                acked += 1
+            except (StompException, OSError):
+                self._log.warning("acknowledgement failed; the broker will redeliver")
+        return acked
 
     def start(self) -> None:
         self._thread.start()
@@ -76,17 +125,36 @@ class StompSource:
         self._thread.join(timeout)
         self._disconnect()
 
-    def deliver(self, destination: str, body: bytes | str) -> None:
+    def pause(self) -> None:
+        """Stop handing frames on; those arriving now stay unacknowledged and are redelivered."""
+        self._paused.set()
+
+    def deliver(self, headers: dict[str, str], body: bytes | str) -> None:
+        if self._paused.is_set():
+            return
+        topic = self._topic_of(headers)
+        ack_id = headers.get("ack") or headers.get("message-id")
+        token = None
+        if self._subscription.ack == "client" and ack_id:
+            token = AckToken(self._generation, headers.get("subscription", ""), ack_id)
         try:
-            self._handler(destination, body if isinstance(body, bytes) else body.encode())
+            self._handler(topic, body if isinstance(body, bytes) else body.encode(), token)
         except Exception:  # the consumer must outlive any bug in a handler
-            self._log.exception("frame handler failed", extra={"destination": destination})
+            self._log.exception("frame handler failed", extra={"destination": topic})
 
     def mark_disconnected(self) -> None:
         if self._connected.is_set():
             self._log.warning("broker connection lost")
+            self._disconnected_since = time.monotonic()
         self._connected.clear()
         self._wake.set()
+
+    def _topic_of(self, headers: dict[str, str]) -> str:
+        """The configured topic of a frame (virtual-topic queues map back by subscription id)."""
+        subscription = headers.get("subscription", "")
+        if subscription.isdigit() and int(subscription) < len(self._topics):
+            return self._topics[int(subscription)]
+        return headers.get("destination", "")
 
     def _supervise(self) -> None:
         failures = 0
@@ -110,16 +178,23 @@ class StompSource:
         )
         connection.set_listener("nettel", _Listener(self))
         user, passcode = self._credentials
+        spec = self._subscription
+        connect_headers = {"client-id": spec.client_id} if spec.mode == "durable" else {}
+        self._generation += 1
         try:
-            connection.connect(user, passcode, wait=True)
+            connection.connect(user, passcode, wait=True, headers=connect_headers)
             for number, topic in enumerate(self._topics):
-                connection.subscribe(topic, id=str(number), ack="auto")
+                destination, headers = subscription_target(spec, topic, number)
+                connection.subscribe(destination, id=str(number), ack=spec.ack, headers=headers)
         except (StompException, OSError) as error:
             self._log.warning("broker connect failed", extra={"error": type(error).__name__})
             return False
         self._connection = connection
+        if self._disconnected_since is not None:
+            self._disconnected_total += time.monotonic() - self._disconnected_since
+            self._disconnected_since = None
         self._connected.set()
-        self._log.info("broker connected", extra={"topics": self._topics})
+        self._log.info("broker connected", extra={"topics": self._topics, "mode": spec.mode})
         return True
 
     def _disconnect(self) -> None:
@@ -130,3 +205,15 @@ class StompSource:
                 connection.disconnect()
             except (StompException, OSError):
                 pass
+
+
+def subscription_target(spec: SubscriptionSpec, topic: str, number: int) -> tuple[str, dict]:
+    """Destination and SUBSCRIBE headers for `topic` in the configured mode."""
+    headers = {"activemq.prefetchSize": str(spec.prefetch)}
+    if spec.mode == "durable":
+        headers["activemq.subscriptionName"] = f"{spec.client_id}-{number}"
+        return topic, headers
+    if spec.mode == "virtual":
+        name = topic.removeprefix("/topic/")
+        return f"/queue/Consumer.{spec.client_id}.{name}", headers
+    return topic, headers

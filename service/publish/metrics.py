@@ -61,6 +61,21 @@ class RuntimeCollector(Collector):
             )
             yield model
 
+    def _persistence(self) -> Iterator[GaugeMetricFamily]:
+        persistence = self._runtime.persistence
+        if persistence is None or persistence.last_written_at is None:
+            return
+        yield GaugeMetricFamily(
+            "nettel_state_snapshot_age_seconds",
+            "Age of the last state snapshot on disk.",
+            value=time.time() - persistence.last_written_at,
+        )
+        yield GaugeMetricFamily(
+            "nettel_state_snapshot_duration_seconds",
+            "Time to encode and write the last snapshot.",
+            value=persistence.last_duration or 0.0,
+        )
+
     def _freshness(self, last_message: float | None) -> Iterator[GaugeMetricFamily]:
         now = time.time()
         since = now - (last_message if last_message is not None else self._runtime.started_at)

@@ -42,6 +42,14 @@ class LinkIndex:
         key = (self.ip_by_host.get(source, source), self.ip_by_host.get(destination, destination))
         return self.rows.get(key)
 
+    def add_restored(
+        self, source: str, destination: str, source_host: str, destination_host: str, row: int
+    ) -> None:
+        """Re-add a link from a snapshot; rows must come in order 0, 1, 2, ..."""
+        if row != len(self.sources):
+            raise ValueError(f"restored row {row} out of order")
+        self._append(LinkEndpoints(source, destination, source_host, destination_host))
+
     def _append(self, link: LinkEndpoints) -> int:
         row = len(self.sources)
         self.rows[(link.source, link.destination)] = row
