@@ -43,3 +43,17 @@ install_venv() {  # $1: what to pip install, e.g. "." or ".[test]"
     fi
 }
 
+
+install_promtool() {  # promtool only, from Debian's prometheus package, without starting a server
+    [ -x .venv/bin/promtool ] && return 0
+    local scratch
+    scratch="$(mktemp -d)"
+    if (cd "$scratch" && apt-get download prometheus >/dev/null 2>&1) ||
+        { $SUDO apt-get update >/dev/null && (cd "$scratch" && apt-get download prometheus >/dev/null); }; then
+        dpkg-deb -x "$scratch"/prometheus_*.deb "$scratch/root"
+        cp "$scratch/root/usr/bin/promtool" .venv/bin/promtool
+    else
+        echo "setup: could not fetch promtool; its rule checks will be skipped" >&2
+    fi
+    rm -rf "$scratch"
+}

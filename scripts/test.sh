@@ -13,6 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh
 install_system_packages
 install_venv ".[test]"
+install_promtool
 
 # ---- test ----------------------------------------------------------------------------------
 set +e

@@ -6,6 +6,7 @@ This is the composition root, so it alone may reach into `training` (for the sim
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 import sys
@@ -32,9 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nettel", description="Streaming perfSONAR telemetry to a live link cost matrix."
+        prog="nettel",
+        description="Streaming perfSONAR telemetry to a live link cost matrix.",
+        allow_abbrev=False,
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands.add_parser = functools.partial(commands.add_parser, allow_abbrev=False)  # type: ignore[method-assign]
     _add_serve(commands)
     _add_simulate(commands)
     return parser

@@ -52,7 +52,8 @@ class Settings(BaseSettings):
         min_length=1,
         max_length=128,
         pattern=r"^[A-Za-z0-9._:-]+$",
-        description="STOMP client-id / durable subscription name (unique per nettel instance)",
+        description="STOMP client-id and durable subscription name, unique per nettel instance "
+        "(default nettel-<host name>)",
     )
     prefetch: int = Field(20_000, ge=1, le=1_000_000, description="broker prefetch (messages)")
     state_dir: Path | None = Field(
@@ -82,7 +83,9 @@ class Settings(BaseSettings):
         None, description="bearer token for /admin endpoints (unset: admin endpoints disabled)"
     )
     admin_token_file: Path | None = Field(None, description="file holding the admin token")
-    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    log_level: str = Field(
+        "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="log level of the JSON logs"
+    )
 
     @field_validator("listen", mode="before")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Iterator
 
@@ -10,9 +11,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from service.errors import RejectReason
+from service.matrix.snapshot import CostMatrix
 from service.model_slot import ModelSlot
 from service.runtime import Runtime
 
+TOP_LINKS = 10
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -96,6 +99,17 @@ class RuntimeCollector(Collector):
                 "Links the empirical filter marks congested.",
                 value=matrix.congested_count,
             )
+
+
+def _costliest_links(matrix: CostMatrix) -> GaugeMetricFamily:
+    """Cost of the TOP_LINKS costliest links only, so the label set stays bounded."""
+    labels = ["source_site", "destination_site", "source", "destination"]
+    family = GaugeMetricFamily(
+        "nettel_link_cost", f"Cost of the {TOP_LINKS} costliest links (0..1).", labels=labels
+    )
+    for link in heapq.nlargest(TOP_LINKS, matrix.links, key=lambda link: link["cost"]):
+        family.add_metric([link[label] or "" for label in labels], link["cost"])
+    return family
 
 
 def _labelled_counter(
