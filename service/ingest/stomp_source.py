@@ -71,7 +71,7 @@ class StompSource:
         user: str | None = None,
         passcode: str | None = None,
         heartbeat_ms: int = 10_000,
-        max_backoff_seconds: float = 30.0,
+        max_backoff_seconds: float = 5.0,
         log: logging.Logger | None = None,
     ) -> None:
         self._brokers = list(brokers)

@@ -59,12 +59,23 @@ def _scaled(value: float | None, factor: float, digits: int) -> float | None:
 METRICS: dict[str, CostMetric] = {
     metric.name: metric
     for metric in (
-        CostMetric("priv:nettel-cost", "nettel link cost: 0 idle and healthy .. 1 unusable",
-                   lambda link: link["cost"]),
-        CostMetric("delay-ow", "mean one-way delay of the newest minute, microseconds",
-                   lambda link: _scaled(link["delay_ms"]["mean"], 1000, 1), "estimation"),
-        CostMetric("lossrate", "packet loss of the newest minute, percent",
-                   lambda link: _scaled(link["packet_loss"], 100, 4), "estimation"),
+        CostMetric(
+            "priv:nettel-cost",
+            "nettel link cost: 0 idle and healthy .. 1 unusable",
+            lambda link: link["cost"],
+        ),
+        CostMetric(
+            "delay-ow",
+            "mean one-way delay of the newest minute, microseconds",
+            lambda link: _scaled(link["delay_ms"]["mean"], 1000, 1),
+            "estimation",
+        ),
+        CostMetric(
+            "lossrate",
+            "packet loss of the newest minute, percent",
+            lambda link: _scaled(link["packet_loss"], 100, 4),
+            "estimation",
+        ),
     )
 }
 

@@ -19,6 +19,7 @@ from service.errors import ModelBundleError
 from service.matrix.link_detail import build_link_detail
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites, dense_matrix, filter_links
+from service.publish.ecosystem import register_ecosystem
 from service.publish.metrics import build_registry
 from service.publish.schemas import (
     CostMatrixOut,
@@ -39,12 +40,14 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ecosystem.start()
         if manage_runtime:
             runtime.start()
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
         yield
         if manage_runtime:
             runtime.stop()
+        ecosystem.stop()
 
     app = FastAPI(
         title="nettel",
@@ -52,6 +55,7 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
+    ecosystem = register_ecosystem(app, runtime)
 
     def latest_matrix() -> CostMatrix:
         matrix = runtime.cycle.latest

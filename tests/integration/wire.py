@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import queue
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,3 +84,85 @@ def metric_value(base_url: str, name: str, **labels: str) -> float:
         if line.startswith(prefix):
             return float(line.split()[-1])
     return 0.0
+
+
+class SequenceFeed:
+    """A steady feed of loss datapoints, one new link per sequence number, with receipts.
+
+    Sequence n is the link 10.x.y.z -> 192.0.2.1 (x.y.z = n in base 256) at the minute before
+    publication; a datapoint counts as published once the broker's RECEIPT for it arrived, so
+    a test can demand that every published one reaches the service's state.
+    """
+
+    DESTINATION = "192.0.2.1"
+
+    def __init__(self, brokers: str, rate_per_second: float = 50.0) -> None:
+        host, port = brokers.rsplit(":", 1)
+        self._address = [(host, int(port))]
+        self._interval = 1.0 / rate_per_second
+        self.published: list[int] = []
+        self._stop = threading.Event()
+        self._receipts: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def source_of(sequence: int) -> str:
+        return f"10.{(sequence >> 16) & 255}.{(sequence >> 8) & 255}.{sequence & 255}"
+
+    def start(self) -> SequenceFeed:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[int]:
+        self._stop.set()
+        self._thread.join(30)
+        return self.published
+
+    def _run(self) -> None:
+        sequence, connection = 1, None
+        while not self._stop.is_set():
+            try:
+                connection = connection or self._connect()
+                self._send(connection, sequence)
+                self.published.append(sequence)
+                sequence += 1
+                time.sleep(self._interval)
+            except (stomp.exception.StompException, OSError, queue.Empty):
+                connection = None
+                time.sleep(0.5)
+
+    def _connect(self) -> stomp.Connection12:
+        connection = stomp.Connection12(self._address, reconnect_attempts_max=1)
+        connection.set_listener("receipts", _ReceiptListener(self._receipts))
+        connection.connect(wait=True)
+        return connection
+
+    def _send(self, connection: stomp.Connection12, sequence: int) -> None:
+        body = sample_body(
+            "packet-loss-rate.json",
+            [current_minute_ts(1)],
+            source=self.source_of(sequence),
+            destination=self.DESTINATION,
+        )
+        receipt = f"seq-{sequence}"
+        connection.send(
+            "/topic/perfsonar.raw.packet-loss-rate",
+            json.dumps(body),
+            headers={"persistent": "true", "receipt": receipt},
+        )
+        while self._receipts.get(timeout=5.0) != receipt:
+            pass
+
+
+class _ReceiptListener(stomp.ConnectionListener):
+    def __init__(self, receipts: queue.Queue[str]) -> None:
+        self._receipts = receipts
+
+    def on_receipt(self, frame: stomp.utils.Frame) -> None:
+        self._receipts.put(frame.headers.get("receipt-id", ""))
+
+
+def links_to(base_url: str, destination: str) -> dict[str, dict] | None:
+    """Links of /costmatrix?destination=... keyed by source IP (None when unreachable)."""
+    matrix = get_json(f"{base_url}/costmatrix", destination=destination)
+    return None if matrix is None else {link["source"]: link for link in matrix["links"]}

@@ -1,0 +1,77 @@
+"""Rucio's `custom_table` replica sorter input: `site,rse,distance` lines, distance in [0, 1].
+
+Rucio sorts the replicas a client at `site` may read (client site from SITE_NAME and friends) by
+the distance of (rse, site), a missing pair counting as 1.0. Data flows from the RSE to the
+client, so the distance of (site, rse) is the site-level cost of the link from the RSE's site to
+`site`; an RSE at the client's own site has distance 0. Pairs without a measured link are left
+out (Rucio then assumes 1.0). Rucio reads every line as data, so there is no header line; names
+containing a comma cannot be written and are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from fastapi import APIRouter, HTTPException, Query, Response
+
+from service.errors import ConfigError
+from service.matrix.snapshot import LinkRecord
+
+CSV_MEDIA = "text/csv; charset=utf-8"
+NO_RSE_MAP = (
+    "no RSE map configured: start nettel serve with --rse-map FILE "
+    "(YAML or JSON mapping RSE_NAME: SITE)"
+)
+
+
+def load_rse_map(path: Path) -> dict[str, str]:
+    """RSE name -> site name from a YAML/JSON mapping; ConfigError if it is not one."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"rse map {path}: cannot read: {error}") from None
+    if not isinstance(document, dict) or not all(
+        isinstance(value, str | int) and not isinstance(value, bool) for value in document.values()
+    ):
+        raise ConfigError(f"rse map {path}: expected a mapping of RSE name -> site name")
+    return {str(rse): str(site) for rse, site in document.items()}
+
+
+def build_rucio_table(site_links: Sequence[LinkRecord], rse_map: dict[str, str]) -> str:
+    """The custom_table CSV for every (site in the matrix, RSE in the map) with a distance.
+
+    >>> link = {"source": "RAL", "destination": "CERN", "cost": 0.25}
+    >>> print(build_rucio_table([link], {"CERN_DISK": "CERN", "RAL_TAPE": "RAL"}), end="")
+    CERN,CERN_DISK,0.0000
+    CERN,RAL_TAPE,0.2500
+    RAL,RAL_TAPE,0.0000
+    """
+    cost = {(link["source"], link["destination"]): link["cost"] for link in site_links}
+    sites = sorted({site for pair in cost for site in pair if "," not in site})
+    rses = sorted((rse, site) for rse, site in rse_map.items() if "," not in rse)
+    lines = []
+    for site in sites:
+        for rse, rse_site in rses:
+            distance = 0.0 if rse_site == site else cost.get((rse_site, site))
+            if distance is not None:
+                lines.append(f"{site},{rse},{min(max(distance, 0.0), 1.0):.4f}\n")
+    return "".join(lines)
+
+
+def build_rucio_router(
+    site_links: Callable[[], Sequence[LinkRecord]], rse_map: dict[str, str] | None
+) -> APIRouter:
+    """`GET /costmatrix.csv?format=rucio`; `site_links` may raise 503 before the first matrix."""
+    router = APIRouter(tags=["Rucio"])
+
+    @router.get("/costmatrix.csv", response_class=Response, responses={404: {}})
+    def rucio_table(format: Literal["rucio"] = Query(description="table layout")) -> Response:
+        """Site -> RSE distances for Rucio's custom_table replica sorter (no header line)."""
+        if rse_map is None:
+            raise HTTPException(404, NO_RSE_MAP)
+        return Response(build_rucio_table(site_links(), rse_map), media_type=CSV_MEDIA)
+
+    return router

@@ -1,0 +1,159 @@
+"""`GET /costmatrix/stream`: the cost matrix as server-sent events.
+
+On connect a client gets the whole matrix (event `matrix`), then after every recompute an event
+`changes` with the links whose cost moved by more than `stream_cost_step` (or whose congested
+flag flipped) since they were last sent to that client; an empty list still tells the client a
+new matrix exists. Event ids are the snapshot's `generated_at`. Nothing is replayed: a client
+that reconnects (with or without `Last-Event-ID`) gets the whole matrix again. A comment line
+every `keepalive` seconds keeps proxies from closing an idle stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Literal
+
+import orjson
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from service.matrix.snapshot import CostMatrix, LinkRecord
+
+Level = Literal["host", "site"]
+LinkKey = tuple[str, str]
+Sent = dict[LinkKey, tuple[float | None, bool]]
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def sse_event(event: str, event_id: str, data: bytes) -> bytes:
+    """One server-sent event; `data` is single-line JSON."""
+    return b"event: %s\nid: %s\ndata: %s\n\n" % (event.encode(), event_id.encode(), data)
+
+
+def event_id(matrix: CostMatrix) -> str:
+    return f"{matrix.generated_at:.3f}"
+
+
+def moved_links(links: Sequence[LinkRecord], sent: Sent, step: float) -> list[LinkRecord]:
+    """Links new to `sent`, whose cost moved by more than `step`, or whose congestion flipped."""
+    return [link for link in links if _moved(link, sent.get(_key(link)), step)]
+
+
+def _moved(link: LinkRecord, last: tuple[float | None, bool] | None, step: float) -> bool:
+    if last is None or last[1] != link["congested"]:
+        return True
+    cost, last_cost = link["cost"], last[0]
+    if cost is None or last_cost is None:
+        return cost != last_cost
+    return abs(cost - last_cost) > step
+
+
+def _key(link: LinkRecord) -> LinkKey:
+    return link["source"], link["destination"]
+
+
+def _remember(sent: Sent, links: Sequence[LinkRecord]) -> None:
+    sent.update({_key(link): (link["cost"], link["congested"]) for link in links})
+
+
+class MatrixStream:
+    """Wakes every connected client when a new snapshot exists (a matrix observer)."""
+
+    def __init__(
+        self,
+        latest: Callable[[], CostMatrix | None],
+        site_links: Callable[[CostMatrix], Sequence[LinkRecord]],
+        cost_step: float,
+        keepalive: float = 15.0,
+    ) -> None:
+        self._latest = latest
+        self._site_links = site_links
+        self._step = cost_step
+        self._keepalive = keepalive
+        self._clients: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
+        """Matrix observer (cycle thread): only wakes the clients' event loops."""
+        self._wake_all()
+
+    def close(self) -> None:
+        """End every open stream (at shutdown); safe from any thread or a signal handler."""
+        self.closed = True
+        self._wake_all()
+
+    async def events(self, level: Level) -> AsyncIterator[bytes]:
+        """The byte stream of one client."""
+        client = (asyncio.get_running_loop(), asyncio.Event())
+        with self._lock:
+            self._clients.add(client)
+        try:
+            async for chunk in self._client_events(level, client[1]):
+                yield chunk
+        finally:
+            with self._lock:
+                self._clients.discard(client)
+
+    async def _client_events(self, level: Level, wake: asyncio.Event) -> AsyncIterator[bytes]:
+        sent: Sent | None = None
+        shown: CostMatrix | None = None
+        yield b"retry: 3000\n\n"
+        while not self.closed:
+            wake.clear()
+            matrix = self._latest()
+            if matrix is not None and matrix is not shown:
+                links = self._links(matrix, level)
+                if sent is None:
+                    sent = {}
+                    _remember(sent, links)
+                    yield self._matrix_event(matrix, links, level)
+                else:
+                    yield self._changes_event(matrix, links, sent)
+                shown = matrix
+            try:
+                await asyncio.wait_for(wake.wait(), self._keepalive)
+            except TimeoutError:
+                yield KEEPALIVE
+
+    def _links(self, matrix: CostMatrix, level: Level) -> Sequence[LinkRecord]:
+        return self._site_links(matrix) if level == "site" else matrix.links
+
+    def _matrix_event(self, matrix: CostMatrix, links: Sequence[LinkRecord], level: Level) -> bytes:
+        body = matrix.body if level == "host" else orjson.dumps(matrix.document(list(links)))
+        return sse_event("matrix", event_id(matrix), body)
+
+    def _changes_event(self, matrix: CostMatrix, links: Sequence[LinkRecord], sent: Sent) -> bytes:
+        moved = moved_links(links, sent, self._step)
+        _remember(sent, moved)
+        body = orjson.dumps({"generated_at": matrix.generated_at, "links": moved})
+        return sse_event("changes", event_id(matrix), body)
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            clients = list(self._clients)
+        for loop, wake in clients:
+            try:
+                loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # that client's event loop is already closed
+                pass
+
+
+def build_stream_router(stream: MatrixStream) -> APIRouter:
+    router = APIRouter(tags=["stream"])
+
+    @router.get(
+        "/costmatrix/stream",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def costmatrix_stream(level: Level = "host") -> StreamingResponse:
+        """Server-sent events: `matrix` on connect, then `changes` after every recompute."""
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(
+            stream.events(level), media_type="text/event-stream", headers=headers
+        )
+
+    return router

@@ -1,0 +1,227 @@
+"""Publishes changed links to the broker in netTel's layout (`/topic/telemetry.perfsonar`).
+
+After every recompute, each link whose cost, utilisation, empirical score or congested flag
+changed (every link with data after the first recompute) becomes one message like
+samples/telemetry-output-nettel.json: the input's link `meta` with `tool_name: netTel`, and one
+summary point `[last_measurement, {"ml": "<utilisation>", "empirical": "<score>", ...}]` with
+numbers as strings as netTel wrote them (null when unknown) plus nettel's `cost` (string),
+`congested` (boolean) and `model_version` (string, null without a model).
+
+The matrix observer only diffs and queues; a background thread serialises and sends over its
+own STOMP connection, reconnecting with capped backoff. The queue holds `max_batches` cycles;
+when the broker is slower than that, the oldest batch is dropped with a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import stomp
+from stomp.exception import StompException
+
+from service.matrix.snapshot import CostMatrix, LinkRecord
+
+Address = tuple[str, int]
+Message = tuple[dict[str, str], bytes]
+EVENT_TYPE = "telemetry.perfsonar"
+WATCHED_FIELDS = ("cost", "utilisation", "empirical", "congested")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The links of one recompute that changed, to be published."""
+
+    links: list[LinkRecord]
+    model_version: str | None
+
+
+def changed_links(previous: CostMatrix | None, current: CostMatrix) -> list[LinkRecord]:
+    """Links with data whose watched fields differ from `previous` (all of them without one)."""
+    before = {} if previous is None else {_key(link): link for link in previous.links}
+    return [
+        link
+        for link in current.links
+        if link["last_measurement"] is not None and _differs(link, before.get(_key(link)))
+    ]
+
+
+def _key(link: LinkRecord) -> tuple[str, str]:
+    return link["source"], link["destination"]
+
+
+def _differs(link: LinkRecord, before: LinkRecord | None) -> bool:
+    return before is None or any(link[name] != before[name] for name in WATCHED_FIELDS)
+
+
+def build_telemetry_message(link: LinkRecord, topic: str, model_version: str | None) -> Message:
+    """STOMP headers and JSON body of one link's netTel-layout message."""
+    ts = link["last_measurement"]
+    headers = {
+        "destination": topic,
+        "event-type": EVENT_TYPE,
+        "summaries": "1",
+        "input-source": link["source_host"],
+        "input-destination": link["destination_host"],
+        "timestamp": str(ts),
+        "gmt-timestamp": str(ts),
+    }
+    values = {
+        "ml": _text(link["utilisation"]),
+        "empirical": _text(link["empirical"]),
+        "cost": _text(link["cost"]),
+        "congested": link["congested"],
+        "model_version": model_version,
+    }
+    summary = {
+        "event_type": EVENT_TYPE,
+        "summary_window": "60",
+        "summary_type": "statistics",
+        "summary_data": [[ts, values]],
+    }
+    return headers, orjson.dumps({"meta": _meta(link), "summaries": [summary]})
+
+
+def _meta(link: LinkRecord) -> dict[str, Any]:
+    return {
+        "source": link["source"],
+        "destination": link["destination"],
+        "input_source": link["source_host"],
+        "input_destination": link["destination_host"],
+        "subject_type": "point-to-point",
+        "ip_transport_protocol": "udp",
+        "time_duration": "60",
+        "tool_name": "netTel",
+    }
+
+
+def _text(value: float | None) -> str | None:
+    return None if value is None else str(value)
+
+
+class _BatchQueue:
+    """Bounded FIFO of batches; a full queue drops its oldest batch."""
+
+    def __init__(self, capacity: int, log: logging.Logger) -> None:
+        self._batches: deque[Batch] = deque()
+        self._capacity = capacity
+        self._log = log
+        self._ready = threading.Condition()
+
+    def put(self, batch: Batch) -> None:
+        with self._ready:
+            if len(self._batches) >= self._capacity:
+                dropped = self._batches.popleft()
+                self._log.warning(
+                    "telemetry publisher behind the broker; dropped the oldest batch",
+                    extra={"links": len(dropped.links)},
+                )
+            self._batches.append(batch)
+            self._ready.notify()
+
+    def peek(self, timeout: float) -> Batch | None:
+        with self._ready:
+            self._ready.wait_for(lambda: self._batches, timeout)
+            return self._batches[0] if self._batches else None
+
+    def done(self, batch: Batch) -> None:
+        """Remove `batch` once sent (unless it was dropped meanwhile)."""
+        with self._ready:
+            if self._batches and self._batches[0] is batch:
+                self._batches.popleft()
+
+
+class TelemetryPublisher:
+    """Matrix observer that publishes changed links to `topic` from its own thread."""
+
+    def __init__(
+        self,
+        brokers: Sequence[Address],
+        topic: str,
+        *,
+        user: str | None = None,
+        passcode: str | None = None,
+        heartbeat_ms: int = 10_000,
+        max_batches: int = 8,
+        max_backoff_seconds: float = 30.0,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self._brokers = list(brokers)
+        self._topic = topic
+        self._credentials = (user, passcode)
+        self._heartbeat_ms = heartbeat_ms
+        self._max_backoff = max_backoff_seconds
+        self._log = log or logging.getLogger("nettel.telemetry")
+        self._queue = _BatchQueue(max_batches, self._log)
+        self._connection: stomp.Connection12 | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="telemetry-publisher", daemon=True)
+
+    def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
+        """Matrix observer (cycle thread): queue the changed links, nothing slower."""
+        links = changed_links(previous, current)
+        if links:
+            version = current.model.version if current.model else None
+            self._queue.put(Batch(links, version))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        self._disconnect()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            batch = self._queue.peek(timeout=0.5)
+            if batch is None:
+                continue
+            if self._send(batch):
+                self._queue.done(batch)
+                failures = 0
+            else:
+                failures += 1
+                self._stop.wait(self._backoff(failures))
+
+    def _backoff(self, failures: int) -> float:
+        """Capped exponential backoff with jitter."""
+        return random.uniform(0.5, 1.0) * min(self._max_backoff, 0.5 * 2 ** min(failures, 10))
+
+    def _send(self, batch: Batch) -> bool:
+        try:
+            connection = self._connected()
+            for link in batch.links:
+                headers, body = build_telemetry_message(link, self._topic, batch.model_version)
+                connection.send(self._topic, body, "application/json", headers)
+        except (StompException, OSError) as error:
+            self._log.warning("telemetry publish failed", extra={"error": repr(error)})
+            self._disconnect()
+            return False
+        return True
+
+    def _connected(self) -> stomp.Connection12:
+        if self._connection is not None and self._connection.is_connected():
+            return self._connection
+        self._disconnect()
+        beats = (self._heartbeat_ms, self._heartbeat_ms)
+        connection = stomp.Connection12(self._brokers, heartbeats=beats, reconnect_attempts_max=1)
+        connection.connect(*self._credentials, wait=True)
+        self._connection = connection
+        self._log.info("telemetry publisher connected", extra={"topic": self._topic})
+        return connection
+
+    def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.disconnect()
+            except (StompException, OSError):
+                pass

@@ -1,0 +1,377 @@
+// nettel live view: a site x site cost heatmap fed by /costmatrix/stream?level=site (SSE).
+// Plain DOM and SVG, no libraries; every text from the service is set with textContent.
+"use strict";
+
+(() => {
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const CONGESTED_FILL = "#8e0152";
+  const NODATA_FILL = "#d9dde3";
+  const COST_STOPS = [
+    [0.0, [26, 152, 80]],
+    [0.25, [166, 217, 106]],
+    [0.5, [254, 224, 139]],
+    [0.75, [253, 174, 97]],
+    [1.0, [215, 48, 39]],
+  ];
+  const HISTORY_POINTS = 240;
+  const DETAIL_REFRESH_MS = 20000;
+
+  const state = {
+    links: new Map(), // "source\0destination" -> site-level record
+    generatedAt: null,
+    model: null,
+    selected: null, // [source site, destination site]
+    pairIndex: 0,
+    history: new Map(), // pair key -> [[generated_at, utilisation], ...] seen by this page
+    detailLoadedAt: 0,
+    detailToken: 0,
+  };
+
+  const byId = (id) => document.getElementById(id);
+  const pairKey = (source, destination) => `${source}\u0000${destination}`;
+  const fmt = (value, digits) => (value === null || value === undefined ? "n/a" : value.toFixed(digits));
+
+  function costFill(link) {
+    if (link.congested) return CONGESTED_FILL;
+    if (link.cost === null || link.cost === undefined) return NODATA_FILL;
+    const cost = Math.min(Math.max(link.cost, 0), 1);
+    const upper = COST_STOPS.findIndex(([at]) => at >= cost);
+    if (upper <= 0) return rgb(COST_STOPS[0][1]);
+    const [a, from] = COST_STOPS[upper - 1];
+    const [b, to] = COST_STOPS[upper];
+    const t = (cost - a) / (b - a);
+    return rgb(from.map((channel, i) => channel + t * (to[i] - channel)));
+  }
+
+  const rgb = (channels) => `rgb(${channels.map(Math.round).join(",")})`;
+
+  function svgElement(tag, attributes, parent) {
+    const element = document.createElementNS(SVG_NS, tag);
+    for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, value);
+    if (parent) parent.appendChild(element);
+    return element;
+  }
+
+  function allSites() {
+    const sites = new Set();
+    for (const link of state.links.values()) {
+      sites.add(link.source);
+      sites.add(link.destination);
+    }
+    return [...sites].sort();
+  }
+
+  // ---- stream ----------------------------------------------------------------------------
+
+  function connect() {
+    const events = new EventSource("costmatrix/stream?level=site");
+    events.addEventListener("open", () => setConnection("live", "live"));
+    events.addEventListener("error", () => setConnection("reconnecting", "down"));
+    events.addEventListener("matrix", (event) => {
+      const matrix = JSON.parse(event.data);
+      state.links = new Map(matrix.links.map((link) => [pairKey(link.source, link.destination), link]));
+      state.model = matrix.model;
+      applyUpdate(matrix.generated_at);
+    });
+    events.addEventListener("changes", (event) => {
+      const changes = JSON.parse(event.data);
+      for (const link of changes.links) state.links.set(pairKey(link.source, link.destination), link);
+      applyUpdate(changes.generated_at);
+    });
+  }
+
+  function setConnection(text, cls) {
+    const pill = byId("connection");
+    pill.textContent = text;
+    pill.className = `pill ${cls}`;
+  }
+
+  function applyUpdate(generatedAt) {
+    state.generatedAt = generatedAt;
+    recordHistory();
+    updateFilters();
+    render();
+    if (state.selected && Date.now() - state.detailLoadedAt > DETAIL_REFRESH_MS) loadDetail();
+  }
+
+  function recordHistory() {
+    for (const [key, link] of state.links) {
+      const points = state.history.get(key) || [];
+      points.push([state.generatedAt, link.utilisation]);
+      if (points.length > HISTORY_POINTS) points.shift();
+      state.history.set(key, points);
+    }
+  }
+
+  // ---- header and filters ----------------------------------------------------------------
+
+  function render() {
+    renderHeader();
+    renderHeatmap();
+    document.body.dataset.generatedAt = String(state.generatedAt);
+  }
+
+  function renderHeader() {
+    const when = new Date(state.generatedAt * 1000).toLocaleTimeString();
+    const model = state.model ? `model ${state.model.name} v${state.model.version}` : "no model";
+    byId("generated").textContent = `matrix of ${when}, ${model}`;
+    const links = [...state.links.values()];
+    const congested = links.filter((link) => link.congested).length;
+    byId("summary").textContent = `${links.length} site pairs, ${congested} congested`;
+  }
+
+  function updateFilters() {
+    const sites = allSites();
+    for (const id of ["source-filter", "destination-filter"]) {
+      const select = byId(id);
+      const current = [...select.options].slice(1).map((option) => option.value);
+      if (current.join("\u0000") === sites.join("\u0000")) continue;
+      const chosen = select.value;
+      select.replaceChildren(new Option("all", ""), ...sites.map((site) => new Option(site, site)));
+      select.value = sites.includes(chosen) ? chosen : "";
+    }
+  }
+
+  // ---- heatmap ---------------------------------------------------------------------------
+
+  function renderHeatmap() {
+    const sites = allSites();
+    const rows = byId("source-filter").value ? [byId("source-filter").value] : sites;
+    const columns = byId("destination-filter").value ? [byId("destination-filter").value] : sites;
+    const congestedOnly = byId("congested-only").checked;
+    const cell = Math.max(14, Math.min(34, Math.floor(640 / Math.max(sites.length, 1))));
+    const margin = 12 + 6.6 * Math.max(4, ...sites.map((site) => site.length));
+    const svg = byId("heatmap");
+    svg.replaceChildren();
+    svg.setAttribute("width", margin + columns.length * cell + 8);
+    svg.setAttribute("height", margin + rows.length * cell + 8);
+    columns.forEach((site, j) => {
+      const x = margin + j * cell + cell / 2 + 4;
+      const label = svgElement("text", { x, y: margin - 6, transform: `rotate(-60 ${x} ${margin - 6})` }, svg);
+      label.textContent = site;
+    });
+    rows.forEach((source, i) => {
+      const y = margin + i * cell;
+      const label = svgElement("text", { x: margin - 6, y: y + cell / 2 + 4, "text-anchor": "end" }, svg);
+      label.textContent = source;
+      columns.forEach((destination, j) => {
+        drawCell(svg, source, destination, margin + j * cell, y, cell, congestedOnly);
+      });
+    });
+  }
+
+  function drawCell(svg, source, destination, x, y, size, congestedOnly) {
+    const box = { x, y, width: size, height: size };
+    if (source === destination) {
+      svgElement("rect", { ...box, class: "diagonal" }, svg);
+      return;
+    }
+    const link = state.links.get(pairKey(source, destination));
+    const classes = ["cell"];
+    if (!link || link.cost === null) classes.push("nodata");
+    if (link && link.congested) classes.push("congested");
+    if (congestedOnly && !(link && link.congested)) classes.push("dimmed");
+    if (state.selected && state.selected[0] === source && state.selected[1] === destination) {
+      classes.push("selected");
+    }
+    const rect = svgElement("rect", {
+      ...box,
+      class: classes.join(" "),
+      fill: link ? costFill(link) : NODATA_FILL,
+      "data-source": source,
+      "data-destination": destination,
+      "data-congested": String(Boolean(link && link.congested)),
+    }, svg);
+    rect.addEventListener("mousemove", (event) => showTooltip(event, source, destination));
+    rect.addEventListener("mouseleave", hideTooltip);
+    rect.addEventListener("click", () => selectPair(source, destination));
+  }
+
+  // ---- tooltip ---------------------------------------------------------------------------
+
+  function showTooltip(event, source, destination) {
+    const tooltip = byId("tooltip");
+    const link = state.links.get(pairKey(source, destination));
+    const title = document.createElement("strong");
+    title.textContent = `${source} → ${destination}`;
+    tooltip.replaceChildren(title, ...tooltipLines(link).map((line) => {
+      const div = document.createElement("div");
+      div.textContent = line;
+      return div;
+    }));
+    tooltip.hidden = false;
+    tooltip.style.left = `${event.clientX + 14}px`;
+    tooltip.style.top = `${event.clientY + 14}px`;
+  }
+
+  function tooltipLines(link) {
+    if (!link) return ["no measurements"];
+    const delay = link.delay_ms || {};
+    const loss = link.packet_loss === null ? "n/a" : `${(link.packet_loss * 100).toFixed(3)} %`;
+    return [
+      `cost ${fmt(link.cost, 3)}${link.congested ? "  (congested)" : ""}`,
+      `delay ${fmt(delay.mean, 2)} ms (median ${fmt(delay.median, 2)}, p95 ${fmt(delay.p95, 2)})`,
+      `loss ${loss}`,
+      `utilisation ${fmt(link.utilisation, 2)}`,
+      `freshness ${freshness(link.last_measurement)}${link.stale ? " (stale)" : ""}`,
+      `${link.links} host pair${link.links === 1 ? "" : "s"}`,
+    ];
+  }
+
+  function freshness(lastMeasurement) {
+    if (lastMeasurement === null || lastMeasurement === undefined) return "no data";
+    const seconds = Math.max(0, Math.round(Date.now() / 1000 - lastMeasurement));
+    return seconds < 120 ? `${seconds} s ago` : `${Math.round(seconds / 60)} min ago`;
+  }
+
+  function hideTooltip() {
+    byId("tooltip").hidden = true;
+  }
+
+  // ---- detail: host pairs and their 32-minute series -------------------------------------
+
+  function selectPair(source, destination) {
+    state.selected = [source, destination];
+    state.pairIndex = 0;
+    renderHeatmap();
+    loadDetail();
+  }
+
+  async function loadDetail() {
+    const [source, destination] = state.selected;
+    const token = ++state.detailToken;
+    state.detailLoadedAt = Date.now();
+    byId("detail").hidden = false;
+    byId("detail-title").textContent = `${source} → ${destination}`;
+    const query = new URLSearchParams({ source, destination });
+    const matrix = await fetchJson(`costmatrix?${query}`);
+    if (token !== state.detailToken || !matrix) return;
+    const pairs = matrix.links.sort((a, b) => (b.cost ?? -1) - (a.cost ?? -1));
+    const select = byId("pair-select");
+    select.replaceChildren(...pairs.map((link, i) => new Option(
+      `${link.source_host || link.source} → ${link.destination_host || link.destination}` +
+        ` (cost ${fmt(link.cost, 3)})`, String(i))));
+    state.pairIndex = Math.min(state.pairIndex, Math.max(pairs.length - 1, 0));
+    select.value = String(state.pairIndex);
+    select.onchange = () => {
+      state.pairIndex = Number(select.value);
+      loadSeries(pairs[state.pairIndex], token);
+    };
+    if (pairs.length) await loadSeries(pairs[state.pairIndex], token);
+  }
+
+  async function loadSeries(link, token) {
+    const path = `links/${encodeURIComponent(link.source)}/${encodeURIComponent(link.destination)}`;
+    const detail = await fetchJson(path);
+    if (token !== state.detailToken || !detail) return;
+    const series = detail.series;
+    const minutes = series.minutes.map((minute) => minute - series.minutes[series.minutes.length - 1]);
+    const loss = series.loss.map((value) => (value === null ? null : value * 100));
+    const history = state.history.get(pairKey(...state.selected)) || [];
+    const ago = history.map(([at]) => (at - state.generatedAt) / 60);
+    byId("detail-note").textContent =
+      `showing ${link.source_host || link.source} → ${link.destination_host || link.destination}` +
+      `; utilisation now ${fmt(link.utilisation, 2)}` +
+      (link.utilisation_reason ? ` (${link.utilisation_reason.replaceAll("_", " ")})` : "");
+    byId("charts").replaceChildren(
+      lineChart("one-way delay (ms), last 32 minutes", minutes,
+        [series.delay_mean, series.delay_median, series.delay_min], ["mean", "median", "min"]),
+      lineChart("packet loss (%), last 32 minutes", minutes, [loss], ["loss"]),
+      lineChart("site-pair utilisation (model estimate), as received since this page opened", ago,
+        [history.map(([, value]) => value)], ["utilisation"]),
+    );
+  }
+
+  async function fetchJson(url) {
+    try {
+      const response = await fetch(url);
+      return response.ok ? await response.json() : null;
+    } catch (error) {
+      return null;
+    }
+  }
+
+  // ---- charts ----------------------------------------------------------------------------
+
+  function lineChart(title, xs, seriesList, names) {
+    const box = document.createElement("div");
+    box.className = "chart";
+    const heading = document.createElement("h3");
+    heading.textContent = title;
+    const key = document.createElement("div");
+    key.className = "key";
+    key.replaceChildren(...names.map((name, i) => {
+      const span = document.createElement("span");
+      span.className = `k${i}`;
+      span.textContent = name;
+      return span;
+    }));
+    box.replaceChildren(heading, key, chartSvg(xs, seriesList));
+    return box;
+  }
+
+  function chartSvg(xs, seriesList) {
+    const [width, height, left, right, top, bottom] = [640, 150, 46, 8, 8, 18];
+    const svg = svgElement("svg", { viewBox: `0 0 ${width} ${height}` });
+    const values = seriesList.flat().filter((value) => value !== null && value !== undefined);
+    let [low, high] = values.length ? [Math.min(...values), Math.max(...values)] : [0, 1];
+    if (high - low < 1e-9) [low, high] = [low - 0.5, high + 0.5];
+    const [xLow, xHigh] = xs.length > 1 ? [Math.min(...xs), Math.max(...xs)] : [-1, 0];
+    const px = (x) => left + ((x - xLow) / (xHigh - xLow || 1)) * (width - left - right);
+    const py = (y) => top + (1 - (y - low) / (high - low)) * (height - top - bottom);
+    svgElement("line", { class: "axis", x1: left, y1: height - bottom, x2: width - right, y2: height - bottom }, svg);
+    svgElement("line", { class: "axis", x1: left, y1: top, x2: left, y2: height - bottom }, svg);
+    axisLabel(svg, left - 4, top + 8, formatTick(high), "end");
+    axisLabel(svg, left - 4, height - bottom, formatTick(low), "end");
+    axisLabel(svg, left, height - 4, `${Math.round(xLow)} min`, "start");
+    axisLabel(svg, width - right, height - 4, "now", "end");
+    seriesList.forEach((series, i) => {
+      const d = pathData(xs, series, px, py);
+      if (d) svgElement("path", { class: `series series-${i}`, d }, svg);
+    });
+    if (!values.length) axisLabel(svg, width / 2, height / 2, "no data yet", "middle");
+    return svg;
+  }
+
+  function pathData(xs, series, px, py) {
+    let d = "";
+    let pen = "M";
+    series.forEach((value, i) => {
+      if (value === null || value === undefined) {
+        pen = "M";
+        return;
+      }
+      d += `${pen}${px(xs[i]).toFixed(1)},${py(value).toFixed(1)} `;
+      pen = "L";
+    });
+    return d.trim();
+  }
+
+  function axisLabel(svg, x, y, text, anchor) {
+    svgElement("text", { x, y, "text-anchor": anchor }, svg).textContent = text;
+  }
+
+  function formatTick(value) {
+    const magnitude = Math.abs(value);
+    if (magnitude >= 100) return value.toFixed(0);
+    if (magnitude >= 1) return value.toFixed(1);
+    return value.toPrecision(2);
+  }
+
+  // ---- wiring ----------------------------------------------------------------------------
+
+  function closeDetail() {
+    state.selected = null;
+    state.detailToken += 1;
+    byId("detail").hidden = true;
+    renderHeatmap();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    for (const id of ["source-filter", "destination-filter", "congested-only"]) {
+      byId(id).addEventListener("change", renderHeatmap);
+    }
+    byId("detail-close").addEventListener("click", closeDetail);
+    connect();
+  });
+})();

@@ -1,0 +1,104 @@
+"""Faults under a steady sequence-numbered feed: broker killed, service stopped, service killed.
+
+Each test ends by demanding that every datapoint the broker confirmed is in the service's state,
+each exactly once (one link per sequence number, one sample per link).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+import httpx
+import pytest
+
+from tests.integration.wire import SequenceFeed, links_to, wait_for
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+def assert_all_landed(base_url: str, published: list[int], timeout: float = 60) -> None:
+    expected = {SequenceFeed.source_of(n) for n in published}
+
+    def landed():
+        links = links_to(base_url, SequenceFeed.DESTINATION) or {}
+        return links if expected <= set(links) else None
+
+    links = wait_for(landed, timeout=timeout, interval=1.0, what=f"{len(expected)} datapoints")
+    assert all(links[source]["samples"] == 1 for source in expected)
+    assert set(links) == expected  # nothing that was never published
+
+
+def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
+    activemq_factory, nettel_service
+):
+    broker = activemq_factory()
+    service = nettel_service(
+        broker.brokers, "--interval", "1", "--heartbeat-ms", "2000", "--client-id", "fault-1"
+    )
+    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    feed = SequenceFeed(broker.brokers).start()
+    time.sleep(3)
+    broker.kill()
+    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 503, timeout=10)
+    time.sleep(20)
+    broker.start()
+    back = time.monotonic()
+    wait_for(
+        lambda: httpx.get(f"{service.url}/readyz").status_code == 200,
+        timeout=10,
+        interval=0.2,
+        what="reconnect within 10 s of the broker's return",
+    )
+    reconnect_seconds = time.monotonic() - back
+    time.sleep(3)
+    published = feed.stop()
+    assert service.process.poll() is None
+    assert reconnect_seconds <= 10
+    assert_all_landed(service.url, published)
+
+
+def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
+    activemq_factory, nettel_service, tmp_path
+):
+    broker = activemq_factory()
+    args = ("--interval", "1", "--state-dir", str(tmp_path / "state"), "--client-id", "fault-2")
+    service = nettel_service(broker.brokers, *args)
+    feed = SequenceFeed(broker.brokers).start()
+    wait_for(lambda: links_to(service.url, SequenceFeed.DESTINATION), what="first datapoints")
+    time.sleep(2)
+    first = SequenceFeed.source_of(1)
+    before = httpx.get(f"{service.url}/links/{first}/{SequenceFeed.DESTINATION}").json()
+    started = time.monotonic()
+    assert service.stop() == 0
+    assert time.monotonic() - started <= 10
+    time.sleep(60)
+    restarted = nettel_service(broker.brokers, *args)
+    after = httpx.get(f"{restarted.url}/links/{first}/{SequenceFeed.DESTINATION}").json()
+    assert after["series"] == before["series"]  # restored from the snapshot, exactly
+    time.sleep(3)
+    assert_all_landed(restarted.url, feed.stop())
+
+
+def test_sigkill_at_a_random_moment_loses_nothing(activemq_factory, nettel_service, tmp_path):
+    broker = activemq_factory()
+    args = (
+        "--interval",
+        "1",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--snapshot-interval",
+        "2",
+        "--client-id",
+        "fault-3",
+    )
+    service = nettel_service(broker.brokers, *args)
+    feed = SequenceFeed(broker.brokers, rate_per_second=100).start()
+    time.sleep(random.Random().uniform(3.0, 8.0))
+    service.process.send_signal(signal.SIGKILL)
+    service.process.wait()
+    time.sleep(2)
+    restarted = nettel_service(broker.brokers, *args)
+    time.sleep(3)
+    assert_all_landed(restarted.url, feed.stop())
