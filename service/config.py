@@ -62,7 +62,12 @@ class Settings(BaseSettings):
     snapshot_interval: float = Field(
         60.0, gt=0, le=86_400, description="seconds between state snapshots"
     )
-    interval: float = Field(10.0, gt=0, le=3600, description="seconds between matrix recomputes")
+    interval: float = Field(
+        10.0, gt=0, le=3600, description="longest time (s) between matrix recomputes"
+    )
+    freshness: float = Field(
+        1.0, gt=0, le=3600, description="new data reaches the matrix within about this many s"
+    )
     topology: Path | None = Field(None, description="YAML/JSON file: site -> [host or IP, ...]")
     telemetry_topic: str = Field(
         "/topic/telemetry.perfsonar",

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from service.analysis.predictor import ModelInfo
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
+from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.pipeline import IngestPipeline
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.matrix.cycle import MatrixCycle
@@ -29,6 +30,7 @@ class Runtime:
     pipeline: IngestPipeline
     cycle: MatrixCycle
     source: StompSource
+    batcher: FrameBatcher
     model: ModelSlot | None = None
     persistence: Persistence | None = None
     started_at: float = field(default_factory=time.time)
@@ -37,11 +39,13 @@ class Runtime:
         self.cycle.start()
         if self.persistence is not None:
             self.persistence.start()
+        self.batcher.start()
         self.source.start()
 
     def stop(self) -> None:
         """Stop consuming, snapshot what was applied (acknowledging it), then disconnect."""
         self.source.pause()
+        self.batcher.stop()
         self.cycle.stop()
         if self.persistence is not None:
             self.persistence.stop()
@@ -74,10 +78,11 @@ def build_runtime(settings: Settings) -> Runtime:
         settings.loss_topic: MeasurementKind.LOSS,
     }
     pipeline = IngestPipeline(state, topics, log=logging.getLogger("nettel.ingest"))
+    batcher = FrameBatcher(pipeline.handle_frames)
     source = StompSource(
         settings.brokers,
         list(topics),
-        pipeline.handle_frame,
+        batcher.put,
         subscription=SubscriptionSpec(
             mode=settings.subscription,
             client_id=settings.client_id,
@@ -89,13 +94,15 @@ def build_runtime(settings: Settings) -> Runtime:
         heartbeat_ms=settings.heartbeat_ms,
     )
     model = load_model_slot(settings)
-    cycle = MatrixCycle(pipeline, settings.interval, model.current if model else None)
+    cycle = MatrixCycle(
+        pipeline, settings.interval, model.current if model else None, settings.freshness
+    )
     persistence = None
     if store is not None:
         persistence = Persistence(
             pipeline, store, source.acknowledge, settings.snapshot_interval, settings.prefetch // 2
         )
-    return Runtime(settings, pipeline, cycle, source, model, persistence)
+    return Runtime(settings, pipeline, cycle, source, batcher, model, persistence)
 
 
 def load_model_slot(settings: Settings) -> ModelSlot | None:

@@ -6,16 +6,18 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from service.errors import RejectedInput, RejectReason
 from service.ingest.ack_token import AckToken
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import parse_message
-from service.parse.records import MeasurementKind
+from service.parse.perfsonar import parse_messages
+from service.parse.records import MeasurementKind, ParsedMessage
 from service.state.link_state import LinkState
+
+Frame = tuple[str, bytes | str, AckToken | None]
 
 
 @dataclass
@@ -52,13 +54,28 @@ class IngestPipeline:
 
     def handle_frame(self, destination: str, body: bytes | str, ack: AckToken | None = None) -> int:
         """Apply one frame; returns datapoints stored. Never raises on bad input."""
-        try:
-            return self._apply_frame(destination, body)
-        finally:
-            if ack is not None:
-                with self.lock:
+        return self.handle_frames([(destination, body, ack)])
+
+    def handle_frames(self, frames: Sequence[Frame]) -> int:
+        """Apply a batch of frames under one lock; returns datapoints stored. Never raises."""
+        now = self._clock()
+        routed = [(self._topics.get(destination), body) for destination, body, _ in frames]
+        parsed = parse_messages(
+            [(kind, body) for kind, body in routed if kind is not None], self._limits
+        )
+        results = iter(parsed)
+        applied = 0
+        with self.lock:
+            for (destination, _, ack), (kind, _) in zip(frames, routed, strict=True):
+                self._count_message(destination, now)
+                if kind is None:
+                    self._reject(RejectReason.UNKNOWN_TOPIC, destination[:80], destination)
+                else:
+                    applied += self._apply(next(results), destination, now)
+                if ack is not None:
                     self.pending_acks[ack.subscription] = ack
                     self.unacked_count += 1
+        return applied
 
     def take_pending_acks(self) -> list[AckToken]:
         """Latest frame per subscription applied so far (call under `lock`, with the snapshot)."""
@@ -66,26 +83,16 @@ class IngestPipeline:
         self.unacked_count = 0
         return tokens
 
-    def _apply_frame(self, destination: str, body: bytes | str) -> int:
-        now = self._clock()
-        kind = self._topics.get(destination)
-        try:
-            if kind is None:
-                raise RejectedInput(RejectReason.UNKNOWN_TOPIC, destination[:80])
-            message = parse_message(kind, body, self._limits)
-        except RejectedInput as rejection:
-            with self.lock:
-                self._count_message(destination, now)
-                self._reject(rejection.reason, rejection.detail, destination)
+    def _apply(self, result: ParsedMessage | RejectedInput, destination: str, now: float) -> int:
+        if isinstance(result, RejectedInput):
+            self._reject(result.reason, result.detail, destination)
             return 0
-        with self.lock:
-            self._count_message(destination, now)
-            outcome = self.state.apply(message, now)
-            self.counters.datapoints_applied += outcome.applied
-            self.counters.clock_error_packets += sum(s.dropped_packets for _, s in message.delays)
-            details = dict(message.rejected)
-            for reason in outcome.rejected:
-                self._reject(reason, details.get(reason, ""), destination)
+        outcome = self.state.apply(result, now)
+        self.counters.datapoints_applied += outcome.applied
+        self.counters.clock_error_packets += sum(s.dropped_packets for _, s in result.delays)
+        details = dict(result.rejected)
+        for reason in outcome.rejected:
+            self._reject(reason, details.get(reason, ""), destination)
         return outcome.applied
 
     def _count_message(self, destination: str, now: float) -> None:

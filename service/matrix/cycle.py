@@ -1,4 +1,9 @@
-"""Recomputes the cost matrix on a schedule and when a burst of data has settled."""
+"""Recomputes the cost matrix every `interval`, and soon after new data arrives.
+
+New data reaches the matrix within `freshness` seconds, but recomputes are spaced at least three
+cycle durations apart so that at any link count they take at most about a third of a core. A
+completed back-fill is thus in the matrix about `freshness` seconds after its last message.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,9 @@ from service.analysis.predictor import UtilisationPredictor
 from service.ingest.pipeline import IngestPipeline
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 
-#: New data followed by this much quiet (seconds) counts as a completed back-fill.
-SETTLE_SECONDS = 1.0
-TICK_SECONDS = 0.25
+TICK_SECONDS = 0.1
+#: Recomputes are at least this many cycle durations apart.
+DUTY_FACTOR = 3.0
 
 
 class MatrixCycle:
@@ -25,6 +30,7 @@ class MatrixCycle:
         pipeline: IngestPipeline,
         interval: float,
         predictor: UtilisationPredictor | None = None,
+        freshness: float = 1.0,
         clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
     ) -> None:
@@ -34,6 +40,8 @@ class MatrixCycle:
         self.matrix_observers: list[Callable[[CostMatrix | None, CostMatrix], None]] = []
         self._pipeline = pipeline
         self._interval = interval
+        self._freshness = freshness
+        self._last_duration = 0.0
         self._clock = clock
         self._log = log or logging.getLogger("nettel.cycle")
         self._stop = threading.Event()
@@ -57,7 +65,7 @@ class MatrixCycle:
         analysis = analyse_links(view, predictor)
         info = predictor.info if predictor is not None else None
         previous, self.latest = self.latest, build_cost_matrix(view, analysis, info, view.taken_at)
-        elapsed = time.perf_counter() - started
+        elapsed = self._last_duration = time.perf_counter() - started
         for observe in self.cycle_observers:
             observe(elapsed)
         for publish in self.matrix_observers:
@@ -67,16 +75,16 @@ class MatrixCycle:
     def _run(self) -> None:
         last_cycle = float("-inf")
         while not self._stop.wait(TICK_SECONDS):
-            now = time.monotonic()
-            if now - last_cycle >= self._interval or self._burst_settled():
+            since = time.monotonic() - last_cycle
+            if since >= self._interval or (self._has_new_data() and since >= self._min_gap()):
                 try:
                     self.recompute()
                 except Exception:  # a failed cycle keeps the previous snapshot in service
                     self._log.exception("matrix recompute failed")
-                last_cycle = now
+                last_cycle = time.monotonic()
 
-    def _burst_settled(self) -> bool:
-        counters = self._pipeline.counters
-        fresh = counters.datapoints_applied != self._applied_at_last_cycle
-        last = counters.last_message_at
-        return fresh and last is not None and self._clock() - last >= SETTLE_SECONDS
+    def _min_gap(self) -> float:
+        return max(self._freshness, DUTY_FACTOR * self._last_duration)
+
+    def _has_new_data(self) -> bool:
+        return self._pipeline.counters.datapoints_applied != self._applied_at_last_cycle

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 import orjson
 
 from service.errors import RejectedInput, RejectReason
-from service.parse.histogram import compute_histogram_stats
+from service.parse.histogram import compute_histogram_batch, parse_bucket_delays
 from service.parse.limits import InputLimits
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
+
+RawHistogram = tuple[int, list[float], list[int]]
+#: A bucket holds at most this many packets (a minute has 600); larger counts are bad values.
+MAX_BUCKET_COUNT = 10**9
 
 
 def parse_message(
@@ -22,6 +27,33 @@ def parse_message(
 
     Datapoints that are individually bad are listed in `ParsedMessage.rejected`, the rest kept.
     """
+    (result,) = parse_messages([(kind, body)], limits)
+    if isinstance(result, RejectedInput):
+        raise result
+    return result
+
+
+def parse_messages(
+    frames: Sequence[tuple[MeasurementKind, bytes | str]], limits: InputLimits = InputLimits()
+) -> list[ParsedMessage | RejectedInput]:
+    """Parse a batch of messages; histogram statistics are computed for the whole batch at once."""
+    results: list[ParsedMessage | RejectedInput] = []
+    histograms: list[tuple[ParsedMessage, RawHistogram]] = []
+    for kind, body in frames:
+        try:
+            message, raw = _parse_document(kind, body, limits)
+        except RejectedInput as rejection:
+            results.append(rejection)
+            continue
+        results.append(message)
+        histograms.extend((message, histogram) for histogram in raw)
+    _add_histogram_stats(histograms)
+    return results
+
+
+def _parse_document(
+    kind: MeasurementKind, body: bytes | str, limits: InputLimits
+) -> tuple[ParsedMessage, list[RawHistogram]]:
     size = len(body) if isinstance(body, bytes) else len(body.encode(errors="replace"))
     if size > limits.max_body_bytes:
         raise RejectedInput(RejectReason.TOO_LARGE, f"{size} bytes")
@@ -33,12 +65,33 @@ def parse_message(
     if len(datapoints) > limits.max_datapoints:
         raise RejectedInput(RejectReason.TOO_MANY_DATAPOINTS, str(len(datapoints)))
     message = ParsedMessage(kind=kind, link=link)
+    raw: list[RawHistogram] = []
     for key, value in datapoints.items():
         try:
-            _add_datapoint(message, _parse_timestamp(key), value, limits)
+            ts = _parse_timestamp(key, limits)
+            if kind is MeasurementKind.LOSS:
+                message.losses.append((ts, _parse_loss(value, limits)))
+            else:
+                raw.append((ts, *_parse_buckets(value, limits)))
         except RejectedInput as rejection:
             message.rejected.append((rejection.reason, rejection.detail))
-    return message
+    return message, raw
+
+
+def _add_histogram_stats(histograms: list[tuple[ParsedMessage, RawHistogram]]) -> None:
+    delays: list[float] = []
+    counts: list[int] = []
+    for _, (_, bucket_delays, bucket_counts) in histograms:
+        delays += bucket_delays
+        counts += bucket_counts
+    lengths = [len(raw[1]) for _, raw in histograms]
+    for (message, (ts, _, _)), stats in zip(
+        histograms, compute_histogram_batch(delays, counts, lengths), strict=True
+    ):
+        if stats is None:
+            message.rejected.append((RejectReason.CLOCK_ERROR, "no packet with a plausible delay"))
+        else:
+            message.delays.append((ts, stats))
 
 
 def _load_json(body: bytes | str) -> dict[str, Any]:
@@ -99,7 +152,8 @@ def _host_field(meta: dict[str, Any], name: str, fallback: str, limits: InputLim
     return value
 
 
-def _parse_timestamp(key: str) -> int:
+def _parse_timestamp(key: str, limits: InputLimits) -> int:
+    _check_length(key, "timestamp", limits)
     try:
         seconds = float(key)
     except ValueError:
@@ -109,18 +163,9 @@ def _parse_timestamp(key: str) -> int:
     return int(seconds)
 
 
-def _add_datapoint(message: ParsedMessage, ts: int, value: Any, limits: InputLimits) -> None:
-    if message.kind is MeasurementKind.LOSS:
-        message.losses.append((ts, _parse_loss(value)))
-        return
-    stats = compute_histogram_stats(_parse_buckets(value, limits))
-    if stats is None:
-        raise RejectedInput(RejectReason.CLOCK_ERROR, "no packet with a plausible delay")
-    message.delays.append((ts, stats))
-
-
-def _parse_loss(value: Any) -> float:
+def _parse_loss(value: Any, limits: InputLimits) -> float:
     if isinstance(value, str):
+        _check_length(value, "loss", limits)
         try:
             value = float(value)
         except ValueError:
@@ -132,27 +177,24 @@ def _parse_loss(value: Any) -> float:
     return float(value)
 
 
-def _parse_buckets(value: Any, limits: InputLimits) -> list[tuple[float, int]]:
+def _parse_buckets(value: Any, limits: InputLimits) -> tuple[list[float], list[int]]:
     if not isinstance(value, dict):
         raise RejectedInput(RejectReason.BAD_VALUE, "histogram is not an object")
     if not value:
         raise RejectedInput(RejectReason.EMPTY, "histogram has no buckets")
     if len(value) > limits.max_buckets:
         raise RejectedInput(RejectReason.TOO_LARGE, f"{len(value)} buckets")
-    buckets = []
-    for delay_text, count in value.items():
-        delay = _float_or_reject(delay_text, "bucket delay")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise RejectedInput(RejectReason.BAD_VALUE, "bucket count is not a count")
-        buckets.append((delay, count))
-    return buckets
-
-
-def _float_or_reject(text: str, what: str) -> float:
+    _check_length(max(value, key=len), "bucket delay", limits)
+    counts = list(value.values())
+    if set(map(type, counts)) != {int} or not 0 <= min(counts) <= max(counts) <= MAX_BUCKET_COUNT:
+        raise RejectedInput(RejectReason.BAD_VALUE, "bucket count is not a count")
     try:
-        number = float(text)
-    except ValueError:
-        raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is not a number") from None
-    if not math.isfinite(number):
-        raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is not finite")
-    return number
+        return parse_bucket_delays(list(value)), counts
+    except ValueError as error:
+        raise RejectedInput(RejectReason.BAD_VALUE, str(error)[:80]) from None
+
+
+def _check_length(text: str, what: str, limits: InputLimits) -> None:
+    """Numbers arrive as strings too; one padded past the limit is refused before float()."""
+    if len(text) > limits.max_string_length:
+        raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is longer than the limit")
