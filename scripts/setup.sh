@@ -15,10 +15,11 @@ find_python() {
     return 1
 }
 
-install_system_packages() {
-    local missing=()
-    dpkg-query -W -f='${Status}' activemq 2>/dev/null | grep -q "ok installed" ||
-        missing+=(activemq)
+install_system_packages() {  # $@: Debian packages needed beyond activemq (e.g. chromium)
+    local missing=() pkg
+    for pkg in activemq "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+    done
     local py
     if ! py="$(find_python)"; then
         missing+=(python3 python3-venv)

@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # shellcheck source=scripts/setup.sh
 source scripts/setup.sh
-install_system_packages
+install_system_packages chromium  # chromium: the web view's end-to-end test
 install_venv ".[test]"
 install_promtool
 

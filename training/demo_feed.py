@@ -195,4 +195,3 @@ def _follow(
         feed.publish(minute)
         log.info("published minute=%d ts=%d messages=%d", minute, minute * 60, feed.sent)
         minute += 1
-

@@ -66,7 +66,10 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
     @app.get(
         "/costmatrix",
         response_model=CostMatrixOut | DenseMatrixOut,
-        responses={304: {"description": "unchanged since the ETag given in If-None-Match"}},
+        responses={
+            304: {"description": "unchanged since the ETag given in If-None-Match"},
+            503: {"description": "no cost matrix computed yet"},
+        },
     )
     def costmatrix(
         request: Request,
@@ -87,7 +90,11 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
             document = {k: v for k, v in document.items() if k != "links"} | dense_matrix(links)
         return Response(orjson.dumps(document), media_type=JSON)
 
-    @app.get("/links/{source}/{destination}", response_model=LinkDetailOut)
+    @app.get(
+        "/links/{source}/{destination}",
+        response_model=LinkDetailOut,
+        responses={404: {"description": "no such link"}},
+    )
     def link_detail(source: str, destination: str) -> Response:
         """One link's buffered series and current features (endpoints by IP or host name)."""
         with runtime.pipeline.lock:

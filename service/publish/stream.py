@@ -73,7 +73,7 @@ class MatrixStream:
         self._step = cost_step
         self._keepalive = keepalive
         self._clients: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: `close` may run in a signal handler
         self.closed = False
 
     def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:

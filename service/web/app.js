@@ -321,8 +321,8 @@
     const py = (y) => top + (1 - (y - low) / (high - low)) * (height - top - bottom);
     svgElement("line", { class: "axis", x1: left, y1: height - bottom, x2: width - right, y2: height - bottom }, svg);
     svgElement("line", { class: "axis", x1: left, y1: top, x2: left, y2: height - bottom }, svg);
-    axisLabel(svg, left - 4, top + 8, formatTick(high), "end");
-    axisLabel(svg, left - 4, height - bottom, formatTick(low), "end");
+    axisLabel(svg, left - 4, top + 8, formatTick(high, high - low), "end");
+    axisLabel(svg, left - 4, height - bottom, formatTick(low, high - low), "end");
     axisLabel(svg, left, height - 4, `${Math.round(xLow)} min`, "start");
     axisLabel(svg, width - right, height - 4, "now", "end");
     seriesList.forEach((series, i) => {
@@ -351,11 +351,9 @@
     svgElement("text", { x, y, "text-anchor": anchor }, svg).textContent = text;
   }
 
-  function formatTick(value) {
-    const magnitude = Math.abs(value);
-    if (magnitude >= 100) return value.toFixed(0);
-    if (magnitude >= 1) return value.toFixed(1);
-    return value.toPrecision(2);
+  function formatTick(value, span) {
+    const digits = Math.max(0, Math.min(3, 1 - Math.floor(Math.log10(span))));
+    return value.toFixed(digits);
   }
 
   // ---- wiring ----------------------------------------------------------------------------

@@ -1,0 +1,173 @@
+"""The operators' page in headless Chromium against a live service fed by the simulator.
+
+Needs Debian's `chromium` (/usr/bin/chromium) and the `playwright` Python package (its own browser
+download is not used). Saves a screenshot in the test's tmp dir and at out/e2e/web-view.png.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.wire import Publisher, current_minute_ts, get_json, wait_for
+from tests.publish.wire_data import DELAY, LOSS, delay_body, loss_body
+from training.demo_feed import run_demo_feed
+from training.simulator import build_mesh
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOT = Path(__file__).resolve().parents[2] / "out" / "e2e" / "web-view.png"
+SITES, SEED = 8, 3
+#: A plain (non-durable) subscription, so no backlog from other tests' services reaches ours.
+SERVE_ARGS = ("--interval", "1", "--model", "none", "--subscription", "plain")
+CONGESTED_FILL = "#8e0152"
+#: Extra hosts for a crafted congested link, used only if the simulated window has none.
+CRAFTED = [("SITE-01", "ps-crafted.site01.example.org", "10.200.0.1"),
+           ("SITE-02", "ps-crafted.site02.example.org", "10.200.0.2")]  # fmt: skip
+
+pytestmark = [pytest.mark.slow, pytest.mark.broker]
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} missing: apt-get install chromium", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+
+
+@pytest.fixture
+def publisher(activemq):
+    producer = Publisher(activemq.brokers)
+    yield producer
+    producer.close()
+
+
+def write_topology(path: Path) -> Path:
+    mesh = build_mesh(SITES, SEED)
+    sites = {site: [host] for site, host in zip(mesh.site_names, mesh.host_names, strict=True)}
+    for site, host, _ in CRAFTED:
+        sites[site].append(host)
+    path.write_text(yaml.safe_dump(sites))
+    return path
+
+
+def feed_simulator(port: int) -> None:
+    """The seeded mesh's last 40 minutes, published at once (no real-time minutes)."""
+    feed = threading.Thread(
+        target=run_demo_feed,
+        args=([("127.0.0.1", port)],),
+        kwargs={"seed": SEED, "sites": SITES, "backfill_minutes": 40, "realtime": False},
+    )
+    feed.start()
+    feed.join(120)
+
+
+def site_links(url: str) -> list[dict]:
+    return (get_json(f"{url}/costmatrix", level="site") or {}).get("links", [])
+
+
+def back_filled(links: list[dict], pairs: int) -> bool:
+    """Every site pair has a full window up to the same newest minute."""
+    newest = {link["last_measurement"] for link in links}
+    return len(links) == pairs and len(newest) == 1 and all(x["samples"] >= 30 for x in links)
+
+
+def publish_congested_link(publisher) -> tuple[str, str]:
+    """32 quiet minutes then 3 with queueing delay and loss on a SITE-01 -> SITE-02 host pair."""
+    (source_site, source_host, source_ip), (destination_site, destination_host, destination_ip) = (
+        CRAFTED
+    )
+    meta = {"source": source_ip, "destination": destination_ip, "measurement_agent": source_ip,
+            "input_source": source_host, "input_destination": destination_host}  # fmt: skip
+    now = current_minute_ts()
+    minutes = [now - 60 * m for m in range(31, 0, -1)]
+    delay = delay_body(minutes, **meta)
+    delay["datapoints"] = {str(ts): {"20.00": 600} for ts in minutes[:-3]} | {
+        str(ts): {"85.00": 570} for ts in minutes[-3:]
+    }
+    publisher.send(DELAY, delay)
+    publisher.send(
+        LOSS, loss_body({ts: 0.05 if ts in minutes[-3:] else 0.0 for ts in minutes}, **meta)
+    )
+    return source_site, destination_site
+
+
+def find_congested_pair(url: str, publisher) -> tuple[str, str]:
+    congested = [link for link in site_links(url) if link["congested"]]
+    if congested:
+        return congested[0]["source"], congested[0]["destination"]
+    pair = publish_congested_link(publisher)
+    wait_for(
+        lambda: any(
+            (x["source"], x["destination"]) == pair and x["congested"] for x in site_links(url)
+        ),
+        what="the crafted congested link",
+    )
+    return pair
+
+
+def test_heatmap_shows_congestion_and_opens_the_series(
+    activemq, nettel_service, publisher, tmp_path
+):
+    topology = write_topology(tmp_path / "topology.yaml")
+    service = nettel_service(activemq.brokers, *SERVE_ARGS, "--topology", str(topology))
+    wait_for(lambda: get_json(f"{service.url}/readyz"), what="subscribed (plain topics)")
+    feed_simulator(activemq.stomp_port)
+    pairs = SITES * (SITES - 1)
+    wait_for(lambda: back_filled(site_links(service.url), pairs), timeout=60, what="the back-fill")
+    source, destination = find_congested_pair(service.url, publisher)
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 950})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.goto(f"{service.url}/")
+        check_page(page, source, destination, pairs)
+        page.screenshot(path=str(tmp_path / "web-view.png"), full_page=True)
+        browser.close()
+    assert errors == []
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_path / "web-view.png", SCREENSHOT)
+
+
+def check_page(page, source: str, destination: str, pairs: int) -> None:
+    expect = sync_api.expect
+    expect(page.locator("#heatmap rect.cell")).to_have_count(pairs, timeout=15_000)
+    cell = page.locator(
+        f'#heatmap rect.cell[data-source="{source}"][data-destination="{destination}"]'
+    )
+    expect(cell).to_have_class(re.compile(r"\bcongested\b"))
+    expect(cell).to_have_attribute("fill", CONGESTED_FILL)
+
+    cell.hover()
+    expect(page.locator("#tooltip")).to_be_visible()
+    expect(page.locator("#tooltip")).to_contain_text("(congested)")
+    expect(page.locator("#tooltip")).to_contain_text("freshness")
+
+    page.check("#congested-only")
+    plain = page.locator("#heatmap rect.cell:not(.congested)").count()
+    expect(page.locator("#heatmap rect.cell.dimmed")).to_have_count(plain)
+    page.uncheck("#congested-only")
+    expect(page.locator("#heatmap rect.cell.dimmed")).to_have_count(0)
+
+    generated = page.locator("body").get_attribute("data-generated-at")
+    expect(page.locator("body")).not_to_have_attribute("data-generated-at", generated or "")
+
+    cell.click()
+    expect(page.locator("#detail")).to_be_visible()
+    expect(page.locator("#detail-title")).to_have_text(f"{source} → {destination}")
+    expect(page.locator("#charts .chart")).to_have_count(3)
+    expect(page.locator("#charts path.series")).to_have_count(4)  # delay mean/median/min, loss
+    cell.hover()

@@ -1,0 +1,36 @@
+"""Fixtures for the publishers' wire tests: a `nettel serve` on the session broker, a producer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.integration.wire import Publisher, get_json, wait_for
+
+#: A plain (non-durable) subscription, so no backlog from other tests' services reaches ours.
+SERVE_ARGS = ("--interval", "1", "--model", "none", "--subscription", "plain")
+
+
+@pytest.fixture
+def publisher(activemq) -> Iterator[Publisher]:
+    producer = Publisher(activemq.brokers)
+    yield producer
+    producer.close()
+
+
+@pytest.fixture
+def serve(activemq, nettel_service, tmp_path) -> Callable:
+    """`serve(*extra_args)`: `nettel serve` with SITE-A and SITE-B as topology, once subscribed
+    (a plain topic subscription misses what is published before it exists)."""
+    topology = tmp_path / "topology.yaml"
+    topology.write_text("SITE-A: [ps-latency.site-a.example.org]\nSITE-B: [198.51.100.20]\n")
+
+    def start(*extra_args: str):
+        service = nettel_service(
+            activemq.brokers, *SERVE_ARGS, "--topology", str(topology), *extra_args
+        )
+        wait_for(lambda: get_json(f"{service.url}/readyz"), what="subscribed (plain topics)")
+        return service
+
+    return start

@@ -1,0 +1,77 @@
+"""register_ecosystem on the real app: routes, web page, observers attached and detached."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.config import Settings
+from service.matrix.snapshot import CostMatrix
+from service.publish.ecosystem import SnapshotMemo
+from service.publish.rest import create_app
+from service.runtime import Runtime, build_runtime
+from tests.publish.support import host_link, make_matrix
+
+LINKS = [host_link("192.0.2.1", "192.0.2.2", source_site="CERN", destination_site="RAL")]
+
+
+def build(**settings: object) -> Runtime:
+    return build_runtime(Settings(**{"model": "none", "publish_telemetry": False} | settings))
+
+
+@pytest.fixture
+def rse_map(tmp_path: Path) -> Path:
+    path = tmp_path / "rses.yaml"
+    path.write_text("CERN_DISK: CERN\nRAL_DISK: RAL\n")
+    return path
+
+
+def test_routes_serve_the_current_matrix(rse_map):
+    runtime = build(rse_map=rse_map)
+    with TestClient(create_app(runtime, manage_runtime=False)) as client:
+        assert client.get("/alto/networkmap").status_code == 503
+        assert client.get("/costmatrix.csv", params={"format": "rucio"}).status_code == 503
+        runtime.cycle.latest = make_matrix(LINKS)
+        assert set(client.get("/alto/networkmap").json()["network-map"]) == {"CERN", "RAL"}
+        csv = client.get("/costmatrix.csv", params={"format": "rucio"}).text
+        assert csv == "CERN,CERN_DISK,0.0000\nRAL,CERN_DISK,0.1000\nRAL,RAL_DISK,0.0000\n"
+        assert client.get("/alto/costmap/lossrate").json()["cost-map"] == {"CERN": {"RAL": 0.0}}
+
+
+def test_rucio_table_is_404_without_rse_map():
+    runtime = build()
+    runtime.cycle.latest = make_matrix(LINKS)
+    with TestClient(create_app(runtime, manage_runtime=False)) as client:
+        response = client.get("/costmatrix.csv", params={"format": "rucio"})
+    assert response.status_code == 404 and "--rse-map" in response.json()["detail"]
+
+
+def test_web_page_and_its_files_are_served_from_the_package():
+    with TestClient(create_app(build(), manage_runtime=False)) as client:
+        page = client.get("/")
+        script = client.get("/web/app.js")
+        styles = client.get("/web/styles.css")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+    assert 'src="web/app.js"' in page.text
+    assert not re.search(r'(src|href)="(https?:)?//', page.text)  # nothing from elsewhere
+    assert "javascript" in script.headers["content-type"] and "EventSource" in script.text
+    assert styles.headers["content-type"].startswith("text/css")
+
+
+def test_lifespan_attaches_and_detaches_the_matrix_observers():
+    runtime = build(publish_telemetry=True)
+    observers = runtime.cycle.matrix_observers
+    with TestClient(create_app(runtime, manage_runtime=False)):
+        assert len(observers) == 2  # SSE wake-up and broker telemetry
+    assert observers == []
+
+
+def test_snapshot_memo_rebuilds_only_for_a_new_snapshot():
+    calls: list[CostMatrix] = []
+    memo = SnapshotMemo(lambda matrix: calls.append(matrix) or len(calls))
+    first, second = make_matrix(LINKS), make_matrix(LINKS)
+    assert [memo(first), memo(first), memo(second), memo(second)] == [1, 1, 2, 2]

@@ -1,0 +1,102 @@
+"""The Rucio custom_table CSV: layout as Rucio parses it, direction, and the RSE map file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from service.errors import ConfigError
+from service.publish.rucio import build_rucio_router, build_rucio_table, load_rse_map
+
+RSE_MAP = {"CERN-PROD_DATADISK": "CERN", "RAL-LCG2_DATADISK": "RAL", "PIC_TAPE": "PIC"}
+SITE_LINKS = [
+    {"source": "RAL", "destination": "CERN", "cost": 0.25},
+    {"source": "CERN", "destination": "RAL", "cost": 0.75},
+    {"source": "CERN", "destination": "PIC", "cost": None},
+    {"source": "CERN", "destination": "NDGF", "cost": 1.2},
+]
+
+
+def parse_like_rucio(text: str) -> dict[tuple[str, str], float]:
+    """What Rucio's custom_table sorter does with each line: site, rse, float in [0, 1]."""
+    table = {}
+    for line in text.splitlines():
+        if line.strip() == "":
+            continue
+        site, rse, distance = (bit.strip() for bit in line.split(",")[:3])
+        value = float(distance)
+        assert 0.0 <= value <= 1.0
+        table[(site, rse)] = value
+    return table
+
+
+def test_table_has_site_rse_distance_lines_without_header():
+    text = build_rucio_table(SITE_LINKS, RSE_MAP)
+    assert text.endswith("\n")
+    assert all(len(line.split(",")) == 3 for line in text.splitlines())
+    assert parse_like_rucio(text) == {
+        ("CERN", "CERN-PROD_DATADISK"): 0.0,  # the client's own site
+        ("CERN", "RAL-LCG2_DATADISK"): 0.25,  # data flows RAL -> CERN
+        ("NDGF", "CERN-PROD_DATADISK"): 1.0,  # cost 1.2 clamped to [0, 1]
+        ("PIC", "PIC_TAPE"): 0.0,
+        ("RAL", "CERN-PROD_DATADISK"): 0.75,  # data flows CERN -> RAL
+        ("RAL", "RAL-LCG2_DATADISK"): 0.0,
+    }
+
+
+def test_pairs_without_a_cost_are_left_out():
+    table = parse_like_rucio(build_rucio_table(SITE_LINKS, RSE_MAP))
+    assert ("CERN", "PIC_TAPE") not in table  # no link PIC -> CERN
+    assert ("PIC", "CERN-PROD_DATADISK") not in table  # link CERN -> PIC without a cost
+    assert ("NDGF", "RAL-LCG2_DATADISK") not in table
+
+
+def test_names_with_commas_are_skipped():
+    links = [{"source": "A,B", "destination": "CERN", "cost": 0.5}]
+    text = build_rucio_table(links, {"X,Y": "CERN", "CERN_DISK": "CERN"})
+    assert text == "CERN,CERN_DISK,0.0000\n"
+
+
+def rucio_client(rse_map) -> TestClient:
+    app = FastAPI()
+    app.include_router(build_rucio_router(lambda: SITE_LINKS, rse_map))
+    return TestClient(app)
+
+
+def test_endpoint_serves_csv():
+    response = rucio_client(RSE_MAP).get("/costmatrix.csv", params={"format": "rucio"})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/csv; charset=utf-8"
+    assert response.text == build_rucio_table(SITE_LINKS, RSE_MAP)
+
+
+def test_endpoint_without_rse_map_is_404_with_how_to_fix_it():
+    response = rucio_client(None).get("/costmatrix.csv", params={"format": "rucio"})
+    assert response.status_code == 404
+    assert "--rse-map" in response.json()["detail"]
+
+
+def test_endpoint_needs_format_rucio():
+    client = rucio_client(RSE_MAP)
+    assert client.get("/costmatrix.csv").status_code == 422
+    assert client.get("/costmatrix.csv", params={"format": "fts"}).status_code == 422
+
+
+def test_rse_map_from_yaml_and_json(tmp_path):
+    yaml_file = tmp_path / "rses.yaml"
+    yaml_file.write_text("CERN-PROD_DATADISK: CERN\nT1_US_FNAL_Disk: 42\n")
+    assert load_rse_map(yaml_file) == {"CERN-PROD_DATADISK": "CERN", "T1_US_FNAL_Disk": "42"}
+    json_file = tmp_path / "rses.json"
+    json_file.write_text(json.dumps(RSE_MAP))
+    assert load_rse_map(json_file) == RSE_MAP
+
+
+@pytest.mark.parametrize("content", ["- CERN\n- RAL\n", "A: [CERN]\n", "A: true\n", "{: x"])
+def test_bad_rse_maps_are_config_errors(tmp_path, content):
+    path = tmp_path / "rses.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match="rse map"):
+        load_rse_map(path)

@@ -1,0 +1,136 @@
+"""`/costmatrix/stream`: per-client change detection, event framing, and a live service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from service.matrix.views import aggregate_sites
+from service.publish.stream import MatrixStream, moved_links, sse_event
+from tests.integration.wire import current_minute_ts, get_json, wait_for
+from tests.publish.support import host_link, make_matrix, read_events
+from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
+
+A = host_link("192.0.2.1", "192.0.2.2", cost=0.10)
+B = host_link("192.0.2.2", "192.0.2.1", cost=0.20)
+
+
+def test_moved_links_compares_with_what_the_client_was_sent():
+    sent = {("192.0.2.1", "192.0.2.2"): (0.10, False)}
+    assert moved_links([A, B], sent, step=0.01) == [B]  # B was never sent
+    assert moved_links([A | {"cost": 0.11}], sent, step=0.01) == []  # moved by exactly the step
+    assert moved_links([A | {"cost": 0.1101}], sent, step=0.01) == [A | {"cost": 0.1101}]
+    assert moved_links([A | {"congested": True}], sent, step=0.01) == [A | {"congested": True}]
+    assert moved_links([A | {"cost": None}], sent, step=0.01) == [A | {"cost": None}]
+
+
+def test_event_framing():
+    assert sse_event("changes", "12.500", b'{"links":[]}') == (
+        b'event: changes\nid: 12.500\ndata: {"links":[]}\n\n'
+    )
+
+
+def test_client_gets_the_matrix_then_changes_and_the_stream_ends_on_close():
+    first, second = make_matrix([A, B], 100.0), make_matrix([A | {"cost": 0.5}, B], 101.0)
+    latest = [first]
+    stream = MatrixStream(lambda: latest[0], lambda m: aggregate_sites(m.links), 0.01, 30.0)
+
+    async def scenario() -> list[bytes]:
+        events = stream.events("host")
+        chunks = [await anext(events), await anext(events)]
+        latest[0] = second
+        stream.observe(first, second)
+        chunks.append(await anext(events))
+        stream.close()
+        chunks += [chunk async for chunk in events]
+        return chunks
+
+    retry, matrix, changes = asyncio.run(scenario())
+    assert retry == b"retry: 3000\n\n"
+    assert matrix == sse_event("matrix", "100.000", first.body)
+    event = next(read_events(iter(changes.decode().split("\n"))))
+    assert (event["event"], event["id"]) == ("changes", "101.000")
+    assert json.loads(event["data"]) == {"generated_at": 101.0, "links": [A | {"cost": 0.5}]}
+
+
+def test_site_level_clients_get_site_records():
+    matrix = make_matrix([A | {"source_site": "S1"}, B | {"destination_site": "S1"}], 100.0)
+    stream = MatrixStream(lambda: matrix, lambda m: aggregate_sites(m.links), 0.01, 30.0)
+
+    async def first_event() -> bytes:
+        events = stream.events("site")
+        await anext(events)
+        return await anext(events)
+
+    event = next(read_events(iter(asyncio.run(first_event()).decode().split("\n"))))
+    links = json.loads(event["data"])["links"]
+    assert [(link["source"], link["destination"], link["links"]) for link in links] == [
+        ("S1", "ps.192.0.2.2.example", 1),
+        ("ps.192.0.2.2.example", "S1", 1),
+    ]
+
+
+@pytest.mark.broker
+def test_live_stream_sends_matrix_then_changes_and_resends_the_matrix_on_resume(serve, publisher):
+    service = serve()
+    now = current_minute_ts()
+    publisher.send(DELAY, delay_body([now - 120, now - 60]))
+    publisher.send(LOSS, loss_body({now - 120: 0.0, now - 60: 0.0}))
+    wait_for(lambda: (get_json(f"{service.url}/costmatrix") or {}).get("links"), what="a link")
+
+    url = f"{service.url}/costmatrix/stream"
+    with httpx.stream("GET", url, timeout=httpx.Timeout(10.0, read=30.0)) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = read_events(response.iter_lines())
+        first = next(events)
+        matrix = json.loads(first["data"])
+        assert first["event"] == "matrix" and first["id"] == f"{matrix['generated_at']:.3f}"
+        assert [link["source"] for link in matrix["links"]] == [SOURCE]
+        following = next(events)
+        assert following["event"] == "changes" and float(following["id"]) > float(first["id"])
+
+        publisher.send(DELAY, delay_body([now]))
+        publisher.send(LOSS, loss_body({now: 0.5}))
+        moved = wait_for_event(events, lambda e: json.loads(e["data"])["links"])
+    link = json.loads(moved["data"])["links"][0]
+    assert (link["source"], link["destination"], link["packet_loss"]) == (SOURCE, DESTINATION, 0.5)
+
+    resumed = {"Last-Event-ID": moved["id"]}
+    with httpx.stream("GET", url, params={"level": "site"}, headers=resumed, timeout=10.0) as again:
+        first_again = next(read_events(again.iter_lines()))
+    assert first_again["event"] == "matrix"
+    site_links = json.loads(first_again["data"])["links"]
+    assert [(s["source"], s["destination"], s["links"]) for s in site_links] == [
+        ("SITE-A", "SITE-B", 1)
+    ]
+
+
+def wait_for_event(events, wanted, limit: int = 20) -> dict:
+    for _, event in zip(range(limit), events, strict=False):
+        if wanted(event):
+            return event
+    raise AssertionError(f"no wanted event within {limit} events")
+
+
+@pytest.mark.broker
+def test_service_stops_promptly_with_a_stream_open(serve):
+    service = serve()
+    ended = threading.Event()
+
+    def read_until_the_server_ends_it() -> None:
+        url = f"{service.url}/costmatrix/stream"
+        with httpx.stream("GET", url, timeout=httpx.Timeout(10.0, read=60.0)) as response:
+            for _ in response.iter_lines():
+                pass
+        ended.set()
+
+    threading.Thread(target=read_until_the_server_ends_it, daemon=True).start()
+    time.sleep(1.5)
+    started = time.monotonic()
+    assert service.stop(timeout=8) == 0
+    assert time.monotonic() - started < 8 and ended.wait(2)
