@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # shellcheck source=scripts/setup.sh
 source scripts/setup.sh
-install_system_packages chromium  # chromium: the web view's end-to-end test
+install_system_packages chromium openssl  # the web view's e2e test; TLS client certificates
 install_venv ".[test]"
 install_promtool
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -41,6 +42,26 @@ class Settings(BaseSettings):
     broker_user: str | None = Field(None, description="STOMP login")
     broker_password: SecretStr | None = Field(None, description="STOMP passcode")
     broker_password_file: Path | None = Field(None, description="file holding the STOMP passcode")
+    broker_tls: bool = Field(
+        False,
+        description="connect to the brokers over TLS (an ActiveMQ stomp+ssl connector); the "
+        "broker certificate must name the host as given in brokers",
+    )
+    broker_ca_file: Path | None = Field(
+        None,
+        description="PEM file of the CA certificates that sign the broker's certificate "
+        "(unset: the system's trusted CAs); needs broker_tls",
+    )
+    broker_cert_file: Path | None = Field(
+        None,
+        description="PEM client certificate for brokers that require one; needs broker_tls "
+        "and broker_key_file",
+    )
+    broker_key_file: Path | None = Field(
+        None,
+        description="PEM private key (unencrypted) of broker_cert_file; needs broker_tls and "
+        "broker_cert_file",
+    )
     heartbeat_ms: int = Field(10_000, ge=0, le=600_000, description="STOMP heart-beat period (ms)")
     delay_topic: str = Field(DELAY_TOPIC, min_length=1, description="histogram-owdelay topic")
     loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
@@ -109,9 +130,25 @@ class Settings(BaseSettings):
         for path in (self.topology, self.broker_password_file, self.admin_token_file, self.rse_map):
             if path is not None and not path.is_file():
                 raise ValueError(f"file {path} does not exist")
+        self._check_tls_files()
         if not self.brokers:
             raise ValueError("brokers: at least one host:port is needed")
         return self
+
+    def _check_tls_files(self) -> None:
+        files = {
+            "broker_ca_file": self.broker_ca_file,
+            "broker_cert_file": self.broker_cert_file,
+            "broker_key_file": self.broker_key_file,
+        }
+        for name, path in files.items():
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: file {path} does not exist")
+            if path is not None and not self.broker_tls:
+                raise ValueError(f"{name} is set but broker_tls is off")
+        if (self.broker_cert_file is None) != (self.broker_key_file is None):
+            raise ValueError("broker_cert_file and broker_key_file must be given together")
+        _check_pem_files(self.broker_ca_file, self.broker_cert_file, self.broker_key_file)
 
     def broker_passcode(self) -> str | None:
         """The passcode from the environment or the password file (file wins)."""
@@ -126,6 +163,24 @@ class Settings(BaseSettings):
         if self.model.lower() == "none":
             return None
         return DEFAULT_BUNDLE if self.model == "default" else Path(self.model)
+
+
+def _check_pem_files(ca: Path | None, cert: Path | None, key: Path | None) -> None:
+    """Load the TLS files once so a wrong file stops the start, not every connect attempt."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        if ca is not None:
+            context.load_verify_locations(cafile=ca)
+    except OSError:  # ssl.SSLError included
+        raise ValueError(f"broker_ca_file: {ca} holds no PEM CA certificate") from None
+    try:
+        if cert is not None and key is not None:
+            context.load_cert_chain(cert, key, password=lambda: b"")  # never prompt
+    except OSError:
+        raise ValueError(
+            f"broker_cert_file/broker_key_file: {cert} and {key} are not a matching PEM "
+            "certificate and unencrypted private key"
+        ) from None
 
 
 def _secret(value: SecretStr | None, path: Path | None) -> str | None:

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from service.analysis.predictor import ModelInfo
+from service.broker_link import TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
 from service.ingest.frame_batcher import FrameBatcher
@@ -92,6 +93,7 @@ def build_runtime(settings: Settings) -> Runtime:
         user=settings.broker_user,
         passcode=settings.broker_passcode(),
         heartbeat_ms=settings.heartbeat_ms,
+        tls=broker_tls_files(settings),
     )
     model = load_model_slot(settings)
     cycle = MatrixCycle(
@@ -103,6 +105,14 @@ def build_runtime(settings: Settings) -> Runtime:
             pipeline, store, source.acknowledge, settings.snapshot_interval, settings.prefetch // 2
         )
     return Runtime(settings, pipeline, cycle, source, batcher, model, persistence)
+
+
+def broker_tls_files(settings: Settings) -> TlsFiles | None:
+    """TLS files for broker connections, or None when --broker-tls is off."""
+    if not settings.broker_tls:
+        return None
+    files = (settings.broker_ca_file, settings.broker_cert_file, settings.broker_key_file)
+    return TlsFiles(*(None if path is None else str(path) for path in files))
 
 
 def load_model_slot(settings: Settings) -> ModelSlot | None:

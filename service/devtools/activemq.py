@@ -8,6 +8,7 @@ Everything the broker writes lives under one base directory; nothing touches sys
         data/kahadb/             persistent store (survives stop, kill and restart)
         tmp/                     java.io.tmpdir
         activemq.log             stdout and stderr of every start, appended
+        tls/                     with `tls=generate_test_pki(...)`: the test CA and key stores
 
 Use from Python (`start_activemq` waits until a real STOMP CONNECT succeeds)::
 
@@ -22,12 +23,19 @@ or from the shell, in the foreground until Ctrl-C or SIGTERM::
 The broker is a Java child process in its own process group (so a Ctrl-C aimed at the parent's
 group does not reach it; `stop` does a clean SIGTERM shutdown instead). It is also asked to get
 SIGTERM when the thread that started it dies, so a killed test run leaves no broker behind.
+
+With `tls=generate_test_pki(folder)` the broker also listens for `stomp+ssl` on `ssl_port`
+(`broker.ssl_brokers`), presenting a certificate for 127.0.0.1 signed by a throw-away CA whose
+PEM certificate (`tls.ca_file`) clients pass as their trusted CA. The plain STOMP connector stays
+(the readiness check uses it). The PKI is made with the JDK's `keytool` (the broker's JRE has
+it), PKCS12 stores, RSA 2048, valid for two days.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import ipaddress
 import os
 import shutil
 import signal
@@ -38,6 +46,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import stomp
 
@@ -77,7 +86,7 @@ ACTIVEMQ_XML = """\
     <persistenceAdapter>
       <kahaDB directory="${{activemq.data}}/kahadb"/>
     </persistenceAdapter>
-    <systemUsage>
+{ssl_context}    <systemUsage>
       <systemUsage>
         <memoryUsage><memoryUsage limit="128 mb"/></memoryUsage>
         <storeUsage><storeUsage limit="2 gb"/></storeUsage>
@@ -88,7 +97,7 @@ ACTIVEMQ_XML = """\
       <transportConnector name="openwire" uri="tcp://{host}:{openwire_port}"/>
       <transportConnector name="stomp"
           uri="{stomp_scheme}://{host}:{stomp_port}?transport.hbGracePeriodMultiplier=1.5"/>
-    </transportConnectors>
+{ssl_connector}    </transportConnectors>
   </broker>
   <!-- No jetty.xml import: the web console stays off. -->
 </beans>
@@ -104,6 +113,25 @@ log4j.appender.stdout=org.apache.log4j.ConsoleAppender
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
 log4j.appender.stdout.layout.ConversionPattern=%d | %-5p | %m | %c | %t%n
 """
+
+
+SSL_CONTEXT_XML = """\
+    <sslContext>
+      <sslContext keyStore="file:{keystore}" keyStorePassword="{password}"
+          keyStoreType="pkcs12"{trust}/>
+    </sslContext>
+"""
+SSL_TRUST_XML = (
+    '\n          trustStore="file:{truststore}" trustStorePassword="{password}"'
+    '\n          trustStoreType="pkcs12"'
+)
+SSL_CONNECTOR_XML = """\
+      <transportConnector name="stomp+ssl"
+          uri="stomp+ssl://{host}:{ssl_port}?transport.hbGracePeriodMultiplier=1.5{client_auth}"/>
+"""
+PKI_VALIDITY_DAYS = 2
+#: A short-lived JVM starts about twice as fast without the optimising JIT.
+KEYTOOL_JVM_FLAGS = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")
 
 
 class BrokerStartError(RuntimeError):
@@ -137,6 +165,126 @@ class BrokerLayout:
         return self.base / "activemq.log"
 
 
+@dataclass(frozen=True)
+class BrokerTls:
+    """A throw-away PKI for a `stomp+ssl` connector; every file lives in one folder.
+
+    `ca_file` is the CA certificate (PEM) clients trust; the broker's key store holds its key
+    and a certificate for `host` signed by that CA. With a trust store (the CA) the broker asks
+    every client for a certificate signed by the CA (`issue_client_certificate`).
+    """
+
+    folder: Path
+    ca_file: Path
+    keystore: Path
+    truststore: Path | None
+    password: str
+
+    @property
+    def need_client_auth(self) -> bool:
+        return self.truststore is not None
+
+
+def generate_test_pki(
+    folder: Path,
+    host: str = LOOPBACK,
+    *,
+    need_client_auth: bool = False,
+    password: str = "nettel-test-store",
+) -> BrokerTls:
+    """Create a CA and a broker certificate for `host` (IP or DNS name) under `folder`."""
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    ca_store, ca_file = create_test_ca(folder, "nettel-test-ca", password)
+    keystore = folder / "broker.p12"
+    san = f"ip:{host}" if _is_ip(host) else f"dns:{host}"
+    _issue(ca_store, keystore, "broker", f"CN={host}", password, san=f"{san},dns:localhost")
+    truststore = None
+    if need_client_auth:
+        truststore = folder / "truststore.p12"
+        truststore.unlink(missing_ok=True)
+        trust: list[str | Path] = ["-importcert", "-noprompt", "-alias", "ca", "-file", ca_file]
+        _keytool(*trust, *_store(truststore, password))
+    return BrokerTls(folder, ca_file, keystore, truststore, password)
+
+
+def create_test_ca(
+    folder: Path, name: str, password: str = "nettel-test-store"
+) -> tuple[Path, Path]:
+    """A self-signed CA under `folder`: (its PKCS12 store, its certificate as PEM)."""
+    store, pem = folder / f"{name}.p12", folder / f"{name}.pem"
+    for stale in (store, pem):
+        stale.unlink(missing_ok=True)
+    _keytool(*_new_key_pair("ca", f"CN={name}"), "-ext", "bc:c", *_store(store, password))
+    _keytool("-exportcert", "-rfc", "-alias", "ca", "-file", pem, *_store(store, password))
+    return store, pem
+
+
+def issue_client_certificate(tls: BrokerTls, name: str = "nettel") -> tuple[Path, Path]:
+    """A client certificate signed by `tls`'s CA as PEM files (certificate, unencrypted key).
+
+    keytool cannot write a private key as PEM, so this needs the `openssl` command.
+    """
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise BrokerStartError("issue_client_certificate needs the `openssl` command")
+    store = tls.folder / f"{name}.p12"
+    _issue(tls.folder / "nettel-test-ca.p12", store, name, f"CN={name}", tls.password)
+    cert, key = tls.folder / f"{name}.crt.pem", tls.folder / f"{name}.key.pem"
+    _keytool("-exportcert", "-rfc", "-alias", name, "-file", cert, *_store(store, tls.password))
+    pass_in = f"pass:{tls.password}"
+    _run([openssl, "pkcs12", "-in", store, "-nocerts", "-nodes", "-out", key, "-passin", pass_in])
+    return cert, key
+
+
+def _issue(
+    ca_store: Path, store: Path, alias: str, dname: str, password: str, san: str | None = None
+) -> None:
+    """Key pair `alias` in `store`, its certificate signed by the CA in `ca_store`."""
+    store.unlink(missing_ok=True)
+    request, signed = store.with_suffix(".csr"), store.with_suffix(".crt")
+    _keytool(*_new_key_pair(alias, dname), *_store(store, password))
+    _keytool("-certreq", "-alias", alias, "-file", request, *_store(store, password))
+    extensions = ["-ext", f"san={san}"] if san else []
+    validity = ["-validity", str(PKI_VALIDITY_DAYS)]
+    signing: list[str | Path] = ["-gencert", "-rfc", "-alias", "ca", "-infile", request]
+    _keytool(*signing, "-outfile", signed, *validity, *extensions, *_store(ca_store, password))
+    ca_pem = ca_store.with_suffix(".pem")
+    _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", ca_pem, *_store(store, password))
+    _keytool("-importcert", "-alias", alias, "-file", signed, *_store(store, password))
+
+
+def _new_key_pair(alias: str, dname: str) -> list[str]:
+    validity = str(PKI_VALIDITY_DAYS)
+    key = ["-genkeypair", "-alias", alias, "-keyalg", "RSA", "-keysize", "2048"]
+    return [*key, "-dname", dname, "-validity", validity]
+
+
+def _store(path: Path, password: str) -> list[str]:
+    return ["-keystore", str(path), "-storetype", "PKCS12", "-storepass", password]
+
+
+def _keytool(*args: str | Path) -> None:
+    keytool = shutil.which("keytool")
+    if keytool is None:
+        raise BrokerStartError(f"no `keytool` on PATH (it comes with the JRE); {INSTALL_HINT}")
+    _run([keytool, *KEYTOOL_JVM_FLAGS, *args])
+
+
+def _run(command: list[str | Path]) -> None:
+    done = subprocess.run(list(map(str, command)), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BrokerStartError(f"{Path(command[0]).name} {command[1]} failed: {done.stderr[-500:]}")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """Return a TCP port the kernel considers free right now (it may be taken again later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -156,19 +304,49 @@ def port_is_free(port: int, host: str = LOOPBACK) -> bool:
 
 
 def build_activemq_xml(
-    stomp_port: int, openwire_port: int, stomp_scheme: str = "stomp", host: str = LOOPBACK
+    stomp_port: int,
+    openwire_port: int,
+    stomp_scheme: str = "stomp",
+    host: str = LOOPBACK,
+    *,
+    tls: BrokerTls | None = None,
+    ssl_port: int | None = None,
 ) -> str:
-    """Return the broker configuration: STOMP and OpenWire on `host`, KahaDB, no web console.
+    """Return the broker configuration: STOMP and OpenWire on `host`, KahaDB, no web console;
+    with `tls` and `ssl_port` also a `stomp+ssl` connector using `tls`'s key stores.
 
     >>> 'uri="stomp://127.0.0.1:61613?' in build_activemq_xml(61613, 61616)
     True
     >>> 'stomp+nio://127.0.0.1:1234?' in build_activemq_xml(1234, 1235, "stomp+nio")
     True
+    >>> tls = BrokerTls(Path("/t"), Path("/t/ca.pem"), Path("/t/b.p12"), None, "pw")
+    >>> 'stomp+ssl://127.0.0.1:1236?' in build_activemq_xml(1234, 1235, tls=tls, ssl_port=1236)
+    True
     """
     if stomp_scheme not in STOMP_SCHEMES:
         raise ValueError(f"stomp_scheme must be one of {STOMP_SCHEMES}, not {stomp_scheme!r}")
+    if (tls is None) != (ssl_port is None):
+        raise ValueError("tls and ssl_port go together")
+    ssl_context = ssl_connector = ""
+    if tls is not None:
+        password = escape(tls.password)
+        trust = ""
+        if tls.truststore is not None:
+            trust = SSL_TRUST_XML.format(truststore=escape(str(tls.truststore)), password=password)
+        ssl_context = SSL_CONTEXT_XML.format(
+            keystore=escape(str(tls.keystore)), password=password, trust=trust
+        )
+        client_auth = "&amp;needClientAuth=true" if tls.need_client_auth else ""
+        ssl_connector = SSL_CONNECTOR_XML.format(
+            host=host, ssl_port=ssl_port, client_auth=client_auth
+        )
     return ACTIVEMQ_XML.format(
-        host=host, stomp_port=stomp_port, openwire_port=openwire_port, stomp_scheme=stomp_scheme
+        host=host,
+        stomp_port=stomp_port,
+        openwire_port=openwire_port,
+        stomp_scheme=stomp_scheme,
+        ssl_context=ssl_context,
+        ssl_connector=ssl_connector,
     )
 
 
@@ -265,12 +443,16 @@ class ActiveMQProcess:
         openwire_port: int,
         stomp_scheme: str = "stomp",
         heap_mb: int = 512,
+        tls: BrokerTls | None = None,
+        ssl_port: int | None = None,
     ) -> None:
         self.layout = BrokerLayout(Path(base_dir).resolve())
         self.stomp_port = stomp_port
         self.openwire_port = openwire_port
         self.stomp_scheme = stomp_scheme
         self.heap_mb = heap_mb
+        self.tls = tls
+        self.ssl_port = ssl_port
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
 
@@ -288,6 +470,13 @@ class ActiveMQProcess:
         return f"{LOOPBACK}:{self.stomp_port}"
 
     @property
+    def ssl_brokers(self) -> str:
+        """The `host:port` of the stomp+ssl connector, for `nettel --brokers --broker-tls`."""
+        if self.ssl_port is None:
+            raise BrokerStartError("this broker has no stomp+ssl connector (start it with tls=)")
+        return f"{LOOPBACK}:{self.ssl_port}"
+
+    @property
     def pid(self) -> int | None:
         return None if self.process is None else self.process.pid
 
@@ -300,7 +489,13 @@ class ActiveMQProcess:
             raise BrokerStartError(f"broker already running as pid {self.pid}")
         java = find_java()
         self._check_ports_free()
-        xml = build_activemq_xml(self.stomp_port, self.openwire_port, self.stomp_scheme)
+        xml = build_activemq_xml(
+            self.stomp_port,
+            self.openwire_port,
+            self.stomp_scheme,
+            tls=self.tls,
+            ssl_port=self.ssl_port,
+        )
         write_instance_files(self.layout, xml)
         began = time.monotonic()
         self.process = self._launch(build_java_command(self.layout, java, self.heap_mb))
@@ -356,7 +551,10 @@ class ActiveMQProcess:
             pass
 
     def _check_ports_free(self) -> None:
-        for name, port in (("STOMP", self.stomp_port), ("OpenWire", self.openwire_port)):
+        ports = [("STOMP", self.stomp_port), ("OpenWire", self.openwire_port)]
+        if self.ssl_port is not None:
+            ports.append(("STOMP+SSL", self.ssl_port))
+        for name, port in ports:
             if not port_is_free(port):
                 raise BrokerStartError(
                     f"{name} port {port} is already in use on {LOOPBACK}; stop whatever "
@@ -383,10 +581,15 @@ class ActiveMQProcess:
         while time.monotonic() < deadline:
             if self._process().poll() is not None:
                 raise self._start_error(f"broker exited with code {self._process().returncode}")
-            if not port_is_free(self.stomp_port) and stomp_handshake_ok(self.stomp_port):
+            if self._listening() and stomp_handshake_ok(self.stomp_port):
                 return
             time.sleep(0.1)
         raise self._start_error("broker did not accept a STOMP CONNECT in time")
+
+    def _listening(self) -> bool:
+        """STOMP (and stomp+ssl, which starts after it) accept connections."""
+        ports = [self.stomp_port] if self.ssl_port is None else [self.stomp_port, self.ssl_port]
+        return not any(map(port_is_free, ports))
 
     def _start_error(self, what: str) -> BrokerStartError:
         tail = read_log_tail(self.log_path)
@@ -401,12 +604,15 @@ def start_activemq(
     *,
     stomp_scheme: str = "stomp",
     heap_mb: int = 512,
+    tls: BrokerTls | None = None,
+    ssl_port: int | None = None,
 ) -> ActiveMQProcess:
     """Start a private broker under `base_dir` and return it once STOMP CONNECT works.
 
     `openwire_port=None` picks a free port (kept for `restart`). `stomp_scheme="stomp+nio"`
-    selects the NIO STOMP transport. Raises `BrokerStartError` when a port is taken, the package
-    is missing, the broker exits, or it is not ready within `timeout` seconds.
+    selects the NIO STOMP transport. `tls` (from `generate_test_pki`) adds a stomp+ssl
+    connector on `ssl_port` (None: a free port). Raises `BrokerStartError` when a port is taken,
+    the package is missing, the broker exits, or it is not ready within `timeout` seconds.
     """
     broker = ActiveMQProcess(
         base_dir,
@@ -414,6 +620,8 @@ def start_activemq(
         openwire_port=free_port() if openwire_port is None else openwire_port,
         stomp_scheme=stomp_scheme,
         heap_mb=heap_mb,
+        tls=tls,
+        ssl_port=free_port() if tls is not None and ssl_port is None else ssl_port,
     )
     broker.start(timeout)
     return broker
@@ -432,6 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--nio", action="store_true", help="use the stomp+nio transport")
     start.add_argument("--timeout", type=float, default=60, help="seconds to wait for STOMP")
     start.add_argument("--heap-mb", type=int, default=512, help="JVM maximum heap")
+    start.add_argument(
+        "--tls-port",
+        type=int,
+        default=None,
+        help="also listen for stomp+ssl on this port, with a test CA made under DIR/tls",
+    )
     return parser
 
 
@@ -441,6 +655,7 @@ def _run_in_foreground(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop_requested.set())
     scheme = "stomp+nio" if args.nio else "stomp"
     try:
+        tls = generate_test_pki(args.dir / "tls") if args.tls_port else None
         broker = start_activemq(
             args.dir,
             args.port,
@@ -448,6 +663,8 @@ def _run_in_foreground(args: argparse.Namespace) -> int:
             args.timeout,
             stomp_scheme=scheme,
             heap_mb=args.heap_mb,
+            tls=tls,
+            ssl_port=args.tls_port,
         )
     except BrokerStartError as error:
         print(f"activemq: {error}", file=sys.stderr)
@@ -457,6 +674,8 @@ def _run_in_foreground(args: argparse.Namespace) -> int:
         f"pid {broker.pid}) in {broker.startup_seconds:.1f} s; log {broker.log_path}",
         flush=True,
     )
+    if tls is not None:
+        print(f"activemq: stomp+ssl on {broker.ssl_brokers}, CA {tls.ca_file}", flush=True)
     return _supervise(broker, stop_requested)
 
 

@@ -13,12 +13,16 @@ whenever the connection drops, and the subscription modes:
 
 With ``ack="client"`` frames are acknowledged only through `acknowledge` (cumulatively, per
 subscription), which the persistence layer calls once a snapshot holds what they carried.
+
+With `tls` every broker is reached over TLS (ActiveMQ's ``stomp+ssl`` connector): the broker's
+certificate must chain to the given CA file (or to the system's CAs) and name the host as it
+is written in the broker list; a client certificate is presented when one is given. The STOMP
+passcode is only ever sent in the CONNECT frame and never logged.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -28,9 +32,8 @@ from typing import Literal
 import stomp
 from stomp.exception import StompException
 
+from service.broker_link import Address, TlsFiles, backoff_seconds, enable_tls
 from service.ingest.ack_token import AckToken
-
-Address = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,10 @@ class StompSource:
         heartbeat_ms: int = 10_000,
         max_backoff_seconds: float = 5.0,
         log: logging.Logger | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self._brokers = list(brokers)
+        self._tls = tls
         self._topics = list(topics)
         self._handler = handler
         self._subscription = subscription
@@ -162,11 +167,7 @@ class StompSource:
             if not self._connected.is_set():
                 failures = 0 if self._try_connect() else failures + 1
             self._wake.clear()
-            self._wake.wait(self._backoff(failures) if failures else 1.0)
-
-    def _backoff(self, failures: int) -> float:
-        """Capped exponential backoff with full jitter."""
-        return random.uniform(0.5, 1.0) * min(self._max_backoff, 0.5 * 2 ** min(failures, 10))
+            self._wake.wait(backoff_seconds(failures, self._max_backoff) if failures else 1.0)
 
     def _try_connect(self) -> bool:
         self._disconnect()
@@ -177,6 +178,8 @@ class StompSource:
             auto_decode=False,
         )
         connection.set_listener("nettel", _Listener(self))
+        if self._tls is not None:
+            enable_tls(connection, self._brokers, self._tls)
         user, passcode = self._credentials
         spec = self._subscription
         connect_headers = {"client-id": spec.client_id} if spec.mode == "durable" else {}
@@ -187,7 +190,10 @@ class StompSource:
                 destination, headers = subscription_target(spec, topic, number)
                 connection.subscribe(destination, id=str(number), ack=spec.ack, headers=headers)
         except (StompException, OSError) as error:
-            self._log.warning("broker connect failed", extra={"error": type(error).__name__})
+            self._log.warning(
+                "broker connect failed",
+                extra={"error": type(error).__name__, "tls": self._tls is not None},
+            )
             return False
         self._connection = connection
         if self._disconnected_since is not None:

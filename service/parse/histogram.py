@@ -16,7 +16,7 @@ import numpy as np
 #: Delays at or beyond these bounds (ms) come from broken clocks and are dropped (WLCG practice).
 CLOCK_ERROR_LOW_MS = -1000.0
 CLOCK_ERROR_HIGH_MS = 50000.0
-_KEY_CACHE_LIMIT = 1 << 18
+_KEY_CACHE_LIMIT = 1 << 16  # ~20 MB at worst (255-character hostile keys)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from service.publish.rucio import build_rucio_router, load_rse_map
 from service.publish.stream import MatrixStream, build_stream_router
 from service.publish.telemetry import TelemetryPublisher
 from service.publish.web import add_web_view
-from service.runtime import Runtime
+from service.runtime import Runtime, broker_tls_files
 
 T = TypeVar("T")
 Observer = Callable[[CostMatrix | None, CostMatrix], None]
@@ -103,6 +103,7 @@ def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
         user=settings.broker_user,
         passcode=settings.broker_passcode(),
         heartbeat_ms=settings.heartbeat_ms,
+        tls=broker_tls_files(settings),
     )
 
 

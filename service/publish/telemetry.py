@@ -15,7 +15,6 @@ when the broker is slower than that, the oldest batch is dropped with a log line
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -26,9 +25,9 @@ import orjson
 import stomp
 from stomp.exception import StompException
 
+from service.broker_link import Address, TlsFiles, backoff_seconds, enable_tls
 from service.matrix.snapshot import CostMatrix, LinkRecord
 
-Address = tuple[str, int]
 Message = tuple[dict[str, str], bytes]
 EVENT_TYPE = "telemetry.perfsonar"
 WATCHED_FIELDS = ("cost", "utilisation", "empirical", "congested")
@@ -148,6 +147,7 @@ class TelemetryPublisher:
         user: str | None = None,
         passcode: str | None = None,
         heartbeat_ms: int = 10_000,
+        tls: TlsFiles | None = None,
         max_batches: int = 8,
         max_backoff_seconds: float = 30.0,
         log: logging.Logger | None = None,
@@ -156,6 +156,7 @@ class TelemetryPublisher:
         self._topic = topic
         self._credentials = (user, passcode)
         self._heartbeat_ms = heartbeat_ms
+        self._tls = tls
         self._max_backoff = max_backoff_seconds
         self._log = log or logging.getLogger("nettel.telemetry")
         self._queue = _BatchQueue(max_batches, self._log)
@@ -189,11 +190,7 @@ class TelemetryPublisher:
                 failures = 0
             else:
                 failures += 1
-                self._stop.wait(self._backoff(failures))
-
-    def _backoff(self, failures: int) -> float:
-        """Capped exponential backoff with jitter."""
-        return random.uniform(0.5, 1.0) * min(self._max_backoff, 0.5 * 2 ** min(failures, 10))
+                self._stop.wait(backoff_seconds(failures, self._max_backoff))
 
     def _send(self, batch: Batch) -> bool:
         try:
@@ -213,6 +210,8 @@ class TelemetryPublisher:
         self._disconnect()
         beats = (self._heartbeat_ms, self._heartbeat_ms)
         connection = stomp.Connection12(self._brokers, heartbeats=beats, reconnect_attempts_max=1)
+        if self._tls is not None:
+            enable_tls(connection, self._brokers, self._tls)
         connection.connect(*self._credentials, wait=True)
         self._connection = connection
         self._log.info("telemetry publisher connected", extra={"topic": self._topic})
