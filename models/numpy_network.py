@@ -19,7 +19,7 @@ import numpy as np
 ACTIVATIONS = {
     "relu": lambda x: np.maximum(x, 0.0),
     "linear": lambda x: x,
-    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "sigmoid": lambda x: 0.5 * (1.0 + np.tanh(0.5 * x)),  # = 1/(1+e^-x), without overflow
 }
 
 

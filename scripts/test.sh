@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/setup.sh
 source scripts/setup.sh
 install_system_packages chromium openssl  # the web view's e2e test; TLS client certificates
-install_venv ".[test]"
+install_venv ".[test,training]"  # training: Keras parity and pipeline tests
 install_promtool
 
 # ---- test ----------------------------------------------------------------------------------

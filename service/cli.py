@@ -1,6 +1,7 @@
-"""The `nettel` command: serve the cost matrix, or publish a simulated demo feed.
+"""The `nettel` command: serve, simulate, costmatrix, train, evaluate.
 
-This is the composition root, so it alone may reach into `training` (for the simulator).
+This is the composition root, so it alone may reach into `training` (the simulator and the
+training commands, which import their heavy dependencies only when they run).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from service.client_cli import add_costmatrix_command
 from service.config import Settings, load_settings, parse_address
 from service.errors import ConfigError
 from service.log_format import configure_logging
+from training.cli_commands import add_evaluate_command, add_train_command
 
 #: Secrets are never taken from the command line, where `ps` would show them.
 ENV_ONLY_SETTINGS = {"broker_password", "admin_token"}
@@ -41,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser = functools.partial(commands.add_parser, allow_abbrev=False)  # type: ignore[method-assign]
     _add_serve(commands)
     _add_simulate(commands)
+    add_costmatrix_command(commands)
+    add_train_command(commands)
+    add_evaluate_command(commands)
     return parser
 
 

@@ -1,0 +1,157 @@
+"""Bundles: save_bundle -> load_bundle serves what Keras computes; corrupt bundles are refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from models.bundle import (
+    CARD_FILE,
+    DEFAULT_BUNDLE,
+    MODEL_FILE,
+    SCALER_FILE,
+    file_sha256,
+    load_bundle,
+    save_bundle,
+)
+from models.scaler import MinMaxScaler
+from service.analysis.features import FEATURE_NAMES
+from service.errors import ModelBundleError
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+CARD = {"name": "test-model", "version": "0.0.1"}
+
+
+@pytest.fixture(scope="module")
+def rows() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return (rng.random((500, len(FEATURE_NAMES))) * np.arange(1, 46)).astype(np.float32)
+
+
+@pytest.fixture(scope="module", params=["sigmoid", "linear"])
+def trained(request: pytest.FixtureRequest, rows: np.ndarray) -> tuple:
+    """A Keras model (one epoch) and its scaler; skipped where Keras is not installed."""
+    network = pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+    scaler = MinMaxScaler.fit(rows[:400], FEATURE_NAMES)
+    config = network.NetworkConfig(output_activation=request.param)
+    model = network.build_network(len(FEATURE_NAMES), config, 1)
+    features = scaler.transform(rows[:400])
+    network.fit_network(model, features, rows[:400, 0] / 45, epochs=1, verbose=0)
+    return model, scaler, network.predict_network
+
+
+@pytest.fixture
+def bundle_dir(tmp_path: Path) -> Path:
+    """A copy of the shipped bundle to damage (loading needs numpy and h5py only)."""
+    return Path(shutil.copytree(DEFAULT_BUNDLE, tmp_path / "bundle"))
+
+
+@pytest.fixture
+def saved_dir(tmp_path: Path, trained: tuple) -> Path:
+    model, scaler, _ = trained
+    return save_bundle(tmp_path / "saved", model, scaler, CARD)
+
+
+def edit_json(path: Path, change: Callable[[Any], object]) -> None:
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+
+
+def test_round_trip_serves_what_keras_computes(
+    saved_dir: Path, trained: tuple, rows: np.ndarray
+) -> None:
+    model, scaler, predict_network = trained
+    bundle = load_bundle(saved_dir, FEATURE_NAMES)
+    keras_output = np.clip(predict_network(model, scaler.transform(rows)), 0.0, 1.0)
+    np.testing.assert_allclose(bundle.predict(rows), keras_output, atol=1e-5, rtol=0)
+
+
+def test_card_records_identity_digest_and_features(saved_dir: Path) -> None:
+    card = json.loads((saved_dir / CARD_FILE).read_text())
+    assert card["sha256"] == file_sha256(saved_dir / MODEL_FILE)
+    assert card["feature_names"] == list(FEATURE_NAMES)
+    assert {"name", "version", "created"} <= set(card)
+    assert sorted(p.name for p in saved_dir.iterdir()) == [MODEL_FILE, CARD_FILE, SCALER_FILE]
+
+
+def test_save_refuses_a_scaler_that_does_not_fit_the_model(tmp_path: Path, trained: tuple) -> None:
+    model, _, _ = trained
+    narrow = MinMaxScaler.fit(np.zeros((2, 3)), ("a", "b", "c"))
+    with pytest.raises(ValueError):
+        save_bundle(tmp_path, model, narrow, CARD)
+    with pytest.raises(ValueError):
+        save_bundle(tmp_path, model, trained[1], {"name": "no version"})
+
+
+def test_a_different_feature_list_is_refused(bundle_dir: Path) -> None:
+    with pytest.raises(ModelBundleError, match="feature list"):
+        load_bundle(bundle_dir, tuple(reversed(FEATURE_NAMES)))
+    with pytest.raises(ModelBundleError, match="feature list"):
+        load_bundle(bundle_dir, (*FEATURE_NAMES[:-1], "delay_p99"))
+
+
+def test_a_card_feature_list_unlike_the_services_is_refused(bundle_dir: Path) -> None:
+    edit_json(bundle_dir / CARD_FILE, lambda card: card["feature_names"].pop())
+    with pytest.raises(ModelBundleError, match="feature list"):
+        load_bundle(bundle_dir, FEATURE_NAMES)
+
+
+def test_a_wrong_sha256_is_refused(bundle_dir: Path) -> None:
+    edit_json(bundle_dir / CARD_FILE, lambda card: card.update(sha256="0" * 64))
+    with pytest.raises(ModelBundleError, match="sha256"):
+        load_bundle(bundle_dir, FEATURE_NAMES)
+
+
+def test_a_truncated_model_file_is_refused(bundle_dir: Path) -> None:
+    model_file = bundle_dir / MODEL_FILE
+    model_file.write_bytes(model_file.read_bytes()[: model_file.stat().st_size // 2])
+    with pytest.raises(ModelBundleError):
+        load_bundle(bundle_dir, FEATURE_NAMES)
+    # refused for its content too, not only because the digest no longer matches
+    edit_json(bundle_dir / CARD_FILE, lambda card: card.update(sha256=file_sha256(model_file)))
+    with pytest.raises(ModelBundleError, match="not a readable .keras"):
+        load_bundle(bundle_dir, FEATURE_NAMES)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda scaler: scaler.update(kind="standard"),
+        lambda scaler: scaler["min"].pop(),
+        lambda scaler: scaler.update(feature_names=list(reversed(scaler["feature_names"]))),
+        lambda scaler: scaler.update(min=[None] * len(scaler["min"])),
+    ],
+    ids=["not-minmax", "short-bounds", "other-feature-order", "non-numeric-bounds"],
+)
+def test_a_wrong_scaler_is_refused(bundle_dir: Path, change: Callable[[Any], object]) -> None:
+    edit_json(bundle_dir / SCALER_FILE, change)
+    with pytest.raises(ModelBundleError):
+        load_bundle(bundle_dir, FEATURE_NAMES)
+
+
+def test_a_missing_file_is_refused(bundle_dir: Path) -> None:
+    (bundle_dir / SCALER_FILE).unlink()
+    with pytest.raises(ModelBundleError):
+        load_bundle(bundle_dir, FEATURE_NAMES)
+
+
+def test_the_shipped_bundle_loads_is_small_and_says_it_is_simulated(bundle_dir: Path) -> None:
+    bundle = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
+    assert sorted(p.name for p in DEFAULT_BUNDLE.iterdir()) == [MODEL_FILE, CARD_FILE, SCALER_FILE]
+    assert sum(p.stat().st_size for p in DEFAULT_BUNDLE.iterdir()) < 1_000_000
+    assert bundle.card["training_data"]["kind"] == "simulated"
+    assert "SIMULATED" in bundle.card["training_data"]["note"]
+    metrics = bundle.card["evaluation"]["metrics"]
+    assert metrics["model"]["mse"] <= 0.019
+    assert all(
+        metrics["model"]["roc_auc"] > m["roc_auc"] for k, m in metrics.items() if k != "model"
+    )
+    assert load_bundle(bundle_dir, FEATURE_NAMES).info == bundle.info

@@ -1,0 +1,126 @@
+"""`nettel evaluate`: metrics of the model and four baselines on held-out links, report, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+pytest.importorskip("sklearn")
+pytest.importorskip("matplotlib")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+from models.bundle import CARD_FILE, load_bundle  # noqa: E402
+from models.network import NetworkConfig  # noqa: E402
+from service.analysis.features import FEATURE_NAMES  # noqa: E402
+from service.errors import ModelBundleError  # noqa: E402
+from training.dataset import DataSource  # noqa: E402
+from training.evaluate import (  # noqa: E402
+    METHODS,
+    Scores,
+    compute_metrics,
+    evaluate_bundle,
+    format_table,
+)
+from training.train import TrainOptions, TrainResult, train_bundle  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
+    options = TrainOptions(
+        source=DataSource(sites=4, days=0.1, seed=1),
+        epochs=1,
+        verbose=0,
+        network=NetworkConfig(widths=(8, 4, 2)),
+        output=tmp_path_factory.mktemp("b") / "bundle",
+    )
+    return train_bundle(options, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def report(trained: TrainResult, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    output = tmp_path_factory.mktemp("evaluation")
+    return evaluate_bundle(trained.directory, output), output
+
+
+def test_metrics_have_known_values() -> None:
+    label = np.array([0.0, 0.0, 0.8, 1.0])
+    above = label > 0.7
+    scores = Scores(
+        estimate=np.array([0.1, 0.6, 0.8, 0.5]),
+        score=np.array([0.1, 0.6, 0.8, 0.5]),
+        above=np.array([False, True, True, False]),
+    )
+    metrics = compute_metrics(scores, label, above)
+    assert metrics["mse"] == pytest.approx((0.01 + 0.36 + 0 + 0.25) / 4)
+    assert metrics["mae"] == pytest.approx((0.1 + 0.6 + 0 + 0.5) / 4)
+    assert metrics["roc_auc"] == pytest.approx(0.75)  # 3 of the 4 (positive, negative) pairs
+    assert (metrics["precision"], metrics["recall"]) == (0.5, 0.5)
+
+
+def test_a_classifier_without_an_estimate_has_no_mse() -> None:
+    scores = Scores(None, np.array([0.2, 0.9]), np.array([False, True]))
+    metrics = compute_metrics(scores, np.array([0.0, 0.9]), np.array([False, True]))
+    assert (metrics["mse"], metrics["mae"], metrics["roc_auc"]) == (None, None, 1.0)
+
+
+def test_report_has_every_method_and_the_held_out_links(
+    report: tuple[dict, Path], trained: TrainResult
+) -> None:
+    content, output = report
+    assert json.loads((output / "report.json").read_text()) == content
+    assert set(content) >= {
+        "bundle",
+        "target",
+        "event",
+        "decision_threshold",
+        "holdout_links",
+        "rows",
+        "positives",
+        "metrics",
+        "plots",
+    }
+    assert tuple(content["metrics"]) == METHODS
+    assert content["holdout_links"] == trained.card["training_data"]["holdout_links"]
+    assert content["rows"] == trained.card["training_data"]["holdout_rows"]
+    assert content["bundle"]["sha256"] == trained.card["sha256"]
+
+
+def test_the_report_repeats_the_cards_metrics(
+    report: tuple[dict, Path], trained: TrainResult
+) -> None:
+    for method, metrics in report[0]["metrics"].items():
+        assert metrics == pytest.approx(trained.card["evaluation"]["metrics"][method])
+
+
+def test_plots_are_written(report: tuple[dict, Path]) -> None:
+    content, output = report
+    plots = set(content["plots"])
+    assert {"error_histogram.png", "calibration.png"} <= plots
+    link_plots = [p for p in plots if p.startswith("links/")]
+    assert 1 <= len(link_plots) <= 12
+    assert all((output / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
+
+
+def test_format_table_has_a_row_per_method(report: tuple[dict, Path]) -> None:
+    table = format_table(report[0])
+    assert all(f"| {method} |" in table for method in METHODS)
+    assert "| empirical | n/a | n/a |" in table
+
+
+def test_a_card_whose_held_out_links_differ_is_refused(
+    trained: TrainResult, tmp_path: Path
+) -> None:
+    card = json.loads((trained.directory / CARD_FILE).read_text())
+    card["training_data"]["holdout_links"] = ["SITE-01->SITE-02"]
+    bundle_dir = tmp_path / "bundle"
+    bundle_dir.mkdir()
+    for path in trained.directory.iterdir():
+        (bundle_dir / path.name).write_bytes(path.read_bytes())
+    (bundle_dir / CARD_FILE).write_text(json.dumps(card))
+    load_bundle(bundle_dir, FEATURE_NAMES)  # still a valid bundle
+    with pytest.raises(ModelBundleError, match="held-out links differ"):
+        evaluate_bundle(bundle_dir, tmp_path / "out")

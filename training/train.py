@@ -1,0 +1,170 @@
+"""`nettel train`: dataset -> link split -> scaler (training links only) -> network -> bundle.
+
+The held-out links never reach the scaler or the network; after saving, the bundle is loaded
+back through `models.bundle.load_bundle` (the numpy serving path) and scored on them, and the
+metrics are added to the model card.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from models.bundle import CARD_FILE, load_bundle, save_bundle
+from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
+from models.scaler import MinMaxScaler
+from service.analysis.features import FEATURE_NAMES
+from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_links
+from training.evaluate import DECISION_THRESHOLD, evaluate_holdout
+
+if TYPE_CHECKING:  # importing Keras here would precede models.network's TensorFlow settings
+    import keras
+
+MODEL_NAME = "nettel-utilisation"
+DEFAULT_EPOCHS = 30
+TARGET_DEFINITIONS = {
+    "nettel": f"utilisation ratio clipped to [0, 1] when above {CONGESTED_RATIO}, else 0 (netTel)",
+    "ratio": "utilisation ratio (router bits/s / capacity) clipped to [0, 1]",
+}
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Everything one training run depends on."""
+
+    source: DataSource = field(default_factory=DataSource)
+    target: str = "nettel"
+    holdout_fraction: float = 0.2
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    epochs: int = DEFAULT_EPOCHS
+    output: Path = Path("models/bundle")
+    verbose: int | str = "auto"
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.holdout_fraction < 1.0:
+            raise ValueError(f"holdout fraction must be in (0, 1), not {self.holdout_fraction}")
+        if self.epochs < 1 or self.target not in TARGET_DEFINITIONS:
+            raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
+
+    @property
+    def seed(self) -> int:
+        return self.source.seed
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    directory: Path
+    card: dict[str, Any]
+    dataset_seconds: float
+    training_seconds: float
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def train_bundle(options: TrainOptions, log: Callable[[str], None] = _print) -> TrainResult:
+    """Run the whole pipeline and write the bundle to `options.output`."""
+    started = time.perf_counter()
+    dataset = options.source.build(options.target)
+    split = split_links(dataset, options.holdout_fraction, options.seed)
+    dataset_seconds = time.perf_counter() - started
+    log(_dataset_summary(dataset, split, dataset_seconds))
+    model, scaler, losses, seconds = train_network(options, dataset, split)
+    card = build_card(options, dataset, split, losses, seconds)
+    directory = save_bundle(options.output, model, scaler, card)
+    return TrainResult(
+        directory, add_evaluation(directory, dataset, split), dataset_seconds, seconds
+    )
+
+
+def train_network(
+    options: TrainOptions, dataset: Dataset, split: LinkSplit
+) -> tuple[keras.Sequential, MinMaxScaler, list[float], float]:
+    """Scaler and network fitted on the training links only, the epoch losses and the seconds."""
+    scaler = fit_scaler(dataset, split)
+    train = dataset.rows_of(split.train)
+    model = build_network(len(FEATURE_NAMES), options.network, options.seed)
+    started = time.perf_counter()
+    features = scaler.transform(train.features)
+    losses = fit_network(model, features, train.label, options.epochs, verbose=options.verbose)
+    return model, scaler, losses, time.perf_counter() - started
+
+
+def fit_scaler(dataset: Dataset, split: LinkSplit) -> MinMaxScaler:
+    """Min-max bounds from the training links' rows only: held-out links stay unseen."""
+    return MinMaxScaler.fit(dataset.rows_of(split.train).features, FEATURE_NAMES)
+
+
+def _dataset_summary(dataset: Dataset, split: LinkSplit, seconds: float) -> str:
+    held_rows = int(dataset.rows_of(split.holdout).label.size)
+    return (
+        f"dataset: {len(dataset)} rows ({len(dataset) - held_rows} training, {held_rows} held out),"
+        f" {len(split.train)} training links, {len(split.holdout)} held-out links,"
+        f" built in {seconds:.0f} s"
+    )
+
+
+def build_card(
+    options: TrainOptions, dataset: Dataset, split: LinkSplit, losses: list[float], seconds: float
+) -> dict[str, Any]:
+    """Model card fields (save_bundle adds sha256 and feature_names)."""
+    created = datetime.now(UTC)
+    kind = "sim" if options.source.simulated else "real"
+    return {
+        "name": MODEL_NAME,
+        "version": f"{kind}-{created:%Y%m%d}-{options.seed}",
+        "created": created.isoformat(timespec="seconds"),
+        "target": {
+            "name": options.target,
+            "definition": TARGET_DEFINITIONS[options.target],
+            "decision_threshold": DECISION_THRESHOLD[options.target],
+        },
+        "training_data": _data_card(options, dataset, split),
+        "seed": options.seed,
+        "architecture": {
+            "widths": list(options.network.widths),
+            "dropout": options.network.dropout,
+            "output_activation": options.network.output_activation,
+            "optimizer": options.network.optimizer,
+            "learning_rate": options.network.learning_rate,
+            "loss": "mse",
+            "batch_size": BATCH_SIZE,
+        },
+        "epochs": options.epochs,
+        "final_training_loss": losses[-1],
+        "training_seconds": round(seconds, 1),
+        "trained_on": f"{platform.machine()} Python {platform.python_version()}",
+    }
+
+
+def _data_card(options: TrainOptions, dataset: Dataset, split: LinkSplit) -> dict[str, Any]:
+    return {
+        **dataset.description,
+        "holdout_fraction": options.holdout_fraction,
+        "train_links": len(split.train),
+        "train_rows": int(dataset.rows_of(split.train).label.size),
+        "holdout_rows": int(dataset.rows_of(split.holdout).label.size),
+        "holdout_links": dataset.names_of(split.holdout),
+    }
+
+
+def add_evaluation(directory: Path, dataset: Dataset, split: LinkSplit) -> dict[str, Any]:
+    """Score the saved bundle (numpy path) on the held-out links; add the metrics to its card."""
+    bundle = load_bundle(directory, FEATURE_NAMES)
+    report = evaluate_holdout(bundle, dataset, split)
+    card = {
+        **bundle.card,
+        "evaluation": {
+            key: report[key]
+            for key in ("event", "decision_threshold", "rows", "positives", "metrics")
+        },
+    }
+    (directory / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
+    return card
