@@ -118,9 +118,13 @@ class LinkState:
 
 
 def window_reject_reason(ts: int, now: float) -> RejectReason | None:
-    """Why a datapoint at `ts` cannot be stored at time `now`, or None when it fits the window."""
+    """Why a datapoint at `ts` cannot be stored at time `now`, or None when it fits the window.
+
+    The window is the 32 complete minutes before the current one (plus the current minute, which
+    shares its ring slot with the oldest and replaces it once its data arrives).
+    """
     if ts > now + MAX_FUTURE_SECONDS:
         return RejectReason.FUTURE
-    if ts // 60 <= int(now // 60) - WINDOW_MINUTES:
+    if ts // 60 < int(now // 60) - WINDOW_MINUTES:
         return RejectReason.TOO_OLD
     return None

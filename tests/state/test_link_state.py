@@ -139,12 +139,12 @@ def test_too_old_relative_to_now() -> None:
     state = LinkState()
     now = ts_of(N) + 30
     outcome = state.apply(
-        loss_message({ts_of(N - WINDOW_MINUTES): 0.1, ts_of(N - WINDOW_MINUTES + 1): 0.2}), now
+        loss_message({ts_of(N - WINDOW_MINUTES - 1): 0.1, ts_of(N - WINDOW_MINUTES): 0.2}), now
     )
-    assert outcome.applied == 1
+    assert outcome.applied == 1  # the 32 complete minutes before the current one are kept
     assert outcome.rejected == [RejectReason.TOO_OLD]
-    assert slots_holding(state, 0, N - WINDOW_MINUTES) == 0
-    assert slots_holding(state, 0, N - WINDOW_MINUTES + 1) == 1
+    assert slots_holding(state, 0, N - WINDOW_MINUTES - 1) == 0
+    assert slots_holding(state, 0, N - WINDOW_MINUTES) == 1
 
 
 def test_future_beyond_five_minutes_is_rejected() -> None:
@@ -164,7 +164,8 @@ def test_future_beyond_five_minutes_is_rejected() -> None:
     [
         (ts_of(N), ts_of(N) + 59.9, None),
         (ts_of(N - 31), ts_of(N) + 59.9, None),
-        (ts_of(N - 32) + 59, ts_of(N), RejectReason.TOO_OLD),
+        (ts_of(N - 32), ts_of(N) + 59.9, None),
+        (ts_of(N - 33) + 59, ts_of(N), RejectReason.TOO_OLD),
         (ts_of(N) + 300, ts_of(N), None),
         (ts_of(N) + 301, ts_of(N), RejectReason.FUTURE),
         (0, ts_of(N), RejectReason.TOO_OLD),
