@@ -1,0 +1,98 @@
+"""Private ActiveMQ brokers for the suite, and STOMP helpers shared by its helper processes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import stomp
+
+from service.devtools.activemq import ActiveMQProcess, free_port, start_activemq
+
+BROKER_HEAP_MB = 1024
+#: Phrases ActiveMQ logs when producer flow control or a usage limit holds producers back.
+FLOW_CONTROL_PATTERNS = re.compile(
+    r"flow control|Usage Manager|blocking producer|percentUsage", re.I
+)
+
+
+@contextmanager
+def private_broker(workdir: Path, name: str, logs: Path) -> Iterator[ActiveMQProcess]:
+    """A fresh broker under `workdir/activemq-<name>`; its log is kept in `logs`, data deleted."""
+    base = workdir / f"activemq-{name}"
+    shutil.rmtree(base, ignore_errors=True)
+    broker = start_activemq(base, stomp_port=free_port(), heap_mb=BROKER_HEAP_MB)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        logs.mkdir(parents=True, exist_ok=True)
+        if broker.log_path.exists():
+            shutil.copy(broker.log_path, logs / f"activemq-{name}.log")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def broker_limits(broker: ActiveMQProcess) -> dict[str, str]:
+    """memoryUsage / storeUsage / tempUsage limits of the generated activemq.xml, and the heap."""
+    xml = broker.layout.config_file.read_text()
+    limits = {
+        name: match.group(1)
+        for name in ("memoryUsage", "storeUsage", "tempUsage")
+        if (match := re.search(rf'<{name} limit="([^"]+)"', xml))
+    }
+    return limits | {"heap": f"{broker.heap_mb} mb"}
+
+
+def flow_control_lines(broker: ActiveMQProcess) -> list[str]:
+    """Broker log lines that mention producer flow control or usage limits."""
+    try:
+        text = broker.log_path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if FLOW_CONTROL_PATTERNS.search(line)]
+
+
+def address(brokers: str) -> tuple[str, int]:
+    host, port = brokers.rsplit(":", 1)
+    return host, int(port)
+
+
+def connect(
+    brokers: str,
+    client_id: str | None = None,
+    listener: stomp.ConnectionListener | None = None,
+    heartbeats: tuple[int, int] = (0, 0),
+) -> stomp.Connection12:
+    """A connected STOMP 1.2 connection (with `client-id` when given); raw byte bodies."""
+    connection = stomp.Connection12([address(brokers)], heartbeats=heartbeats, auto_decode=False)
+    if listener is not None:
+        connection.set_listener("bench", listener)
+    headers = {"client-id": client_id} if client_id else {}
+    connection.connect(wait=True, headers=headers)
+    return connection
+
+
+def durable_headers(client_id: str, number: int, prefetch: int) -> dict[str, str]:
+    """SUBSCRIBE headers of an ActiveMQ durable topic subscription named `<client_id>-<n>`."""
+    return {
+        "activemq.subscriptionName": f"{client_id}-{number}",
+        "activemq.prefetchSize": str(prefetch),
+    }
+
+
+def register_durable(
+    brokers: str, client_id: str, subscriptions: Sequence[tuple[str, dict[str, str]]]
+) -> None:
+    """Create durable subscriptions (destination, SUBSCRIBE headers) and go offline again.
+
+    The broker then keeps every persistent message published to them until their owner comes.
+    """
+    connection = connect(brokers, client_id)
+    for number, (destination, headers) in enumerate(subscriptions):
+        connection.subscribe(destination, id=str(number), ack="auto", headers=headers)
+    time.sleep(0.2)
+    connection.disconnect()

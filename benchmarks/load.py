@@ -1,0 +1,181 @@
+"""HTTP load from a separate process: wrk (with benchmarks/wrk_report.lua), or a Python fallback.
+
+Both report requests/s, latency percentiles, responses by status and errors (transport errors
+plus any response whose status is not the expected one).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import multiprocessing
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+
+LUA_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
+PYTHON_PROCESSES = 2
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    statuses: dict[str, int]
+    transport_errors: int
+    body_bytes: int
+    expected_status: int
+    details: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def errors(self) -> int:
+        unexpected = sum(
+            n for code, n in self.statuses.items() if int(code) != self.expected_status
+        )
+        return self.transport_errors + unexpected
+
+    @property
+    def expected_share(self) -> float:
+        return (
+            self.statuses.get(str(self.expected_status), 0) / self.requests
+            if self.requests
+            else 0.0
+        )
+
+
+def run_load(
+    generator: str,
+    url: str,
+    headers: Mapping[str, str],
+    seconds: float,
+    connections: int,
+    expected_status: int = 200,
+) -> LoadResult:
+    if generator == "wrk":
+        return run_wrk(url, headers, seconds, connections, expected_status)
+    return run_python_load(url, headers, seconds, connections, expected_status)
+
+
+def run_wrk(
+    url: str, headers: Mapping[str, str], seconds: float, connections: int, expected_status: int
+) -> LoadResult:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "5s"]
+    command += ["-s", str(LUA_SCRIPT)]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    completed = subprocess.run([*command, url], capture_output=True, text=True, check=True)
+    line = next(x for x in completed.stdout.splitlines() if x.startswith("BENCH_JSON "))
+    data = json.loads(line.removeprefix("BENCH_JSON "))
+    latency = data["latency_us"]
+    return LoadResult(
+        requests=data["requests"],
+        seconds=data["duration_us"] / 1e6,
+        p50_ms=latency["p50"] / 1000,
+        p99_ms=latency["p99"] / 1000,
+        max_ms=latency["max"] / 1000,
+        statuses=data["statuses"],
+        transport_errors=sum(v for k, v in data["errors"].items() if k != "status"),
+        body_bytes=data["bytes"],
+        expected_status=expected_status,
+        details={"command": " ".join(command), "wrk": data},
+    )
+
+
+def run_python_load(
+    url: str, headers: Mapping[str, str], seconds: float, connections: int, expected_status: int
+) -> LoadResult:
+    """Keep-alive http.client loops: `connections` threads over PYTHON_PROCESSES processes."""
+    per_process = [
+        connections // PYTHON_PROCESSES + (i < connections % PYTHON_PROCESSES)
+        for i in range(PYTHON_PROCESSES)
+    ]
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(PYTHON_PROCESSES) as pool:
+        parts = pool.starmap(
+            _python_worker, [(url, dict(headers), seconds, n) for n in per_process if n]
+        )
+    latencies = np.concatenate([np.asarray(p["latencies"]) for p in parts]) * 1000
+    statuses: Counter[str] = Counter()
+    for part in parts:
+        statuses.update(part["statuses"])
+    return LoadResult(
+        requests=int(sum(statuses.values())),
+        seconds=max(p["seconds"] for p in parts),
+        p50_ms=float(np.percentile(latencies, 50)) if len(latencies) else float("nan"),
+        p99_ms=float(np.percentile(latencies, 99)) if len(latencies) else float("nan"),
+        max_ms=float(latencies.max()) if len(latencies) else float("nan"),
+        statuses=dict(statuses),
+        transport_errors=sum(p["errors"] for p in parts),
+        body_bytes=sum(p["bytes"] for p in parts),
+        expected_status=expected_status,
+        details={"generator": f"python ({PYTHON_PROCESSES} processes, http.client keep-alive)"},
+    )
+
+
+def _python_worker(url: str, headers: dict[str, str], seconds: float, threads: int) -> dict:
+    parts = urlsplit(url)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    results: list[dict] = []
+    deadline = time.monotonic() + seconds
+    workers = [
+        threading.Thread(
+            target=_python_loop,
+            args=(parts.hostname, parts.port, target, headers, deadline, results),
+        )
+        for _ in range(threads)
+    ]
+    started = time.monotonic()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    statuses: Counter[str] = Counter()
+    for r in results:
+        statuses.update(r["statuses"])
+    return {
+        "latencies": [x for r in results for x in r["latencies"]],
+        "statuses": dict(statuses),
+        "errors": sum(r["errors"] for r in results),
+        "bytes": sum(r["bytes"] for r in results),
+        "seconds": time.monotonic() - started,
+    }
+
+
+def _python_loop(
+    host: str, port: int, target: str, headers: dict[str, str], deadline: float, results: list[dict]
+) -> None:
+    latencies: list[float] = []
+    statuses: Counter[str] = Counter()
+    errors = received = 0
+    connection = http.client.HTTPConnection(host, port, timeout=5)
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        try:
+            connection.request("GET", target, headers=headers)
+            response = connection.getresponse()
+            received += len(response.read())
+        except (OSError, http.client.HTTPException):
+            errors += 1
+            connection.close()
+            connection = http.client.HTTPConnection(host, port, timeout=5)
+            continue
+        latencies.append(time.perf_counter() - started)
+        statuses[str(response.status)] += 1
+    connection.close()
+    results.append(
+        {"latencies": latencies, "statuses": statuses, "errors": errors, "bytes": received}
+    )

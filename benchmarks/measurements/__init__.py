@@ -1,0 +1,1 @@
+"""One module per measurement; each has NAME and `run(ctx) -> MeasurementResult`."""

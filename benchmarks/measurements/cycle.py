@@ -1,0 +1,132 @@
+"""Cycle: one full matrix recompute (view copy, analysis incl. inference, serialisation)."""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from typing import cast
+
+from benchmarks.context import SuiteContext
+from benchmarks.link_fill import build_full_state
+from benchmarks.model import shipped_model
+from benchmarks.report import MeasurementResult, median
+from service.analysis.link_analysis import analyse_links
+from service.analysis.predictor import UtilisationPredictor
+from service.ingest.pipeline import IngestPipeline
+from service.matrix.cycle import MatrixCycle
+from service.matrix.snapshot import build_cost_matrix
+
+NAME = "cycle"
+PHASE_REPEATS = 3
+METHOD = (
+    "For each size, a LinkState is filled directly (index through its API, buffers with numpy: "
+    "all 32 slots of every link hold plausible delay and loss, archived moments hold a long "
+    "history) and `MatrixCycle.recompute()` - the service's own cycle: consistent view copy "
+    "under the ingest lock, `analyse_links` (features, empirical filter, one batched predictor "
+    "call with the shipped model when there is one, cost) and `build_cost_matrix` (link records, "
+    "orjson body, ETag) - runs once to warm up and then the stated number of times in a row. "
+    "A few extra passes time the three phases separately."
+)
+
+
+def run(ctx: SuiteContext) -> MeasurementResult:
+    result = MeasurementResult(NAME, "Cycle: one full recompute", METHOD)
+    # ModelBundle is a frozen dataclass, so mypy sees read-only fields where the protocol has
+    # plain attributes; it satisfies UtilisationPredictor at run time.
+    model = cast(UtilisationPredictor | None, shipped_model())
+    result.add("model", "predictor", model.info.version if model else "none (no bundle)")
+    medians: dict[int, float] = {}
+    phase_rows = []
+    for n in ctx.sizes.cycle_links:
+        ctx.log(f"cycle: {n:,} links")
+        medians[n], phases = _measure_size(result, n, ctx.sizes.cycle_repeats, model)
+        phase_rows.append(
+            [f"{n:,}", *(f"{1000 * phases[k]:.1f}" for k in ("view", "analyse", "build"))]
+        )
+    _growth(result, medians, ctx.sizes.cycle_links)
+    result.details["tables"] = [
+        {
+            "title": "Median time per phase (ms)",
+            "columns": ["links", "view copy", "analyse_links", "build_cost_matrix"],
+            "rows": phase_rows,
+        }
+    ]
+    return result
+
+
+def _measure_size(
+    result: MeasurementResult, n: int, repeats: int, model: UtilisationPredictor | None
+) -> tuple[float, dict[str, float]]:
+    state = build_full_state(n, time.time())
+    pipeline = IngestPipeline(state, {})
+    cycle = MatrixCycle(pipeline, 3600.0, model)
+    gc.collect()
+    warm_up = _timed(cycle.recompute)
+    times = [_timed(cycle.recompute) for _ in range(repeats)]
+    matrix = cycle.latest
+    assert matrix is not None and len(matrix.links) == n
+    key = _key(n)
+    result.add(f"median_{key}", f"{n:,} links: median of {repeats}", median(times), "s")
+    result.add(f"max_{key}", f"{n:,} links: max of {repeats}", max(times), "s")
+    result.add(f"warmup_{key}", f"{n:,} links: first (warm-up) cycle", warm_up, "s")
+    result.add(f"per_link_{key}", f"{n:,} links: median per link", 1e6 * median(times) / n, "µs")
+    result.add(f"body_{key}", f"{n:,} links: JSON body", len(matrix.body), "B")
+    result.details[f"times_{key}"] = times
+    return median(times), _phases(pipeline, model)
+
+
+def _phases(pipeline: IngestPipeline, model: UtilisationPredictor | None) -> dict[str, float]:
+    timings: dict[str, list[float]] = {"view": [], "analyse": [], "build": []}
+    for _ in range(PHASE_REPEATS):
+        started = time.perf_counter()
+        view = pipeline.state.view(time.time())
+        viewed = time.perf_counter()
+        analysis = analyse_links(view, model)
+        analysed = time.perf_counter()
+        build_cost_matrix(view, analysis, model.info if model else None, view.taken_at)
+        built = time.perf_counter()
+        timings["view"].append(viewed - started)
+        timings["analyse"].append(analysed - viewed)
+        timings["build"].append(built - analysed)
+    return {phase: median(values) for phase, values in timings.items()}
+
+
+def _growth(result: MeasurementResult, medians: dict[int, float], sizes: tuple[int, ...]) -> None:
+    small, middle, large = sizes
+    link_ratio = large / middle
+    time_ratio = medians[large] / medians[middle]
+    exponent = math.log(time_ratio) / math.log(link_ratio)
+    result.add("time_ratio", f"time ratio {large:,} / {middle:,} links", time_ratio, "x")
+    result.add("link_ratio", f"link ratio {large:,} / {middle:,}", link_ratio, "x")
+    result.add("growth_exponent", "growth exponent log(time ratio) / log(link ratio)", exponent)
+    result.target(
+        f"median_{_key(middle)}",
+        f"median cycle at {middle:,} links",
+        medians[middle],
+        "<=",
+        0.1,
+        "s",
+    )
+    result.target(
+        f"median_{_key(large)}", f"median cycle at {large:,} links", medians[large], "<=", 1.0, "s"
+    )
+    result.target(
+        "linear_growth",
+        "time ratio / link ratio (no worse than linear)",
+        time_ratio / link_ratio,
+        "<=",
+        1.0,
+        "x",
+    )
+
+
+def _key(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 else str(n)
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started

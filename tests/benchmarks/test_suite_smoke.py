@@ -1,0 +1,102 @@
+"""Smoke test of the performance suite: `python -m benchmarks --quick` end to end.
+
+Runs every measurement with tiny sizes (real brokers, real `nettel serve` processes, wrk or the
+Python load generator) and checks the shape of the JSON report and of the markdown, never the
+timings: those depend on the machine and are the suite's output, not its correctness.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MEASUREMENTS = ("ingest", "cycle", "memory", "api", "freshness", "start")
+ENVIRONMENT_KEYS = {
+    "cpu_model",
+    "cores",
+    "ram_bytes",
+    "python",
+    "numpy",
+    "stomp_py",
+    "activemq",
+    "git_commit",
+    "date",
+    "load_generator",
+    "model",
+}
+FIGURES = {
+    "ingest": {
+        "publish_rate",
+        "bare_rate",
+        "service_rate",
+        "service_to_bare",
+        "pipeline_alone_rate",
+    },
+    "cycle": {"median_1k", "max_1k", "time_ratio", "link_ratio", "growth_exponent"},
+    "memory": {"state_per_link_1k", "rss_1k", "tensorflow_1k"},
+    "api": {
+        "full_rate",
+        "full_p99",
+        "full_gzip_rate",
+        "not_modified_rate",
+        "one_pair_rate",
+        "one_pair_p99",
+    },
+    "freshness": {"markers", "markers_seen", "p50", "p99"},
+    "start": {"cold_median", "warm_median"},
+}
+TARGET_KEYS = {"key", "label", "value", "comparison", "limit", "unit", "met"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
+    output = tmp_path_factory.mktemp("bench")
+    docs = output / "performance.md"
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--output", str(output)]
+    completed = subprocess.run(
+        [*command, "--docs", str(docs)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    return json.loads((output / "report.json").read_text()), docs.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_report_has_every_measurement_and_figure(quick_run: tuple[dict, str]) -> None:
+    report, _ = quick_run
+    assert report["quick"] is True
+    assert report["errors"] == {}
+    assert ENVIRONMENT_KEYS <= set(report["environment"])
+    assert set(report["measurements"]) == set(MEASUREMENTS)
+    for name, figures in FIGURES.items():
+        measured = report["measurements"][name]
+        assert figures <= set(measured["figures"]), name
+        assert {"title", "method", "targets", "notes", "details"} <= set(measured)
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_targets_are_complete_records(quick_run: tuple[dict, str]) -> None:
+    report, _ = quick_run
+    targets = [t for m in report["measurements"].values() for t in m["targets"]]
+    assert len(targets) == report["targets_total"] > 0
+    for target in targets:
+        assert set(target) == TARGET_KEYS
+        assert target["comparison"] in (">=", "<=")
+        assert target["met"] in (True, False, None)
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_markdown_renders_machine_targets_and_figures(quick_run: tuple[dict, str]) -> None:
+    report, markdown = quick_run
+    assert markdown.startswith("# Performance")
+    assert report["environment"]["cpu_model"] in markdown
+    assert "## Targets" in markdown
+    for measurement in report["measurements"].values():
+        assert measurement["title"] in markdown
