@@ -76,7 +76,13 @@ class Settings(BaseSettings):
         description="STOMP client-id and durable subscription name, unique per nettel instance "
         "(default nettel-<host name>)",
     )
-    prefetch: int = Field(20_000, ge=1, le=1_000_000, description="broker prefetch (messages)")
+    prefetch: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="broker prefetch (messages); ActiveMQ 5.17 duplicated and lost messages when "
+        "durable subscribers drained a backlog with 5,000 or more",
+    )
     state_dir: Path | None = Field(
         None, description="directory for state snapshots; unset = no persistence (auto acks)"
     )

@@ -1,9 +1,10 @@
-"""Periodic state snapshots, and the broker acknowledgements that wait for them.
+"""Durability: applied frames are journaled before they are acknowledged; snapshots bound replay.
 
-A frame is acknowledged only after a snapshot containing what it carried is on disk, so a crash
-at any moment loses nothing: unacknowledged frames are redelivered and applied idempotently.
-Snapshots are taken every `interval` seconds, when `max_unacked` frames wait for one (so the
-broker's prefetch window never fills), and at shutdown.
+A batch of frames is applied to link state, appended to the journal and fsynced, and only then
+acknowledged to the broker, so a crash at any moment loses nothing: unacknowledged frames are
+redelivered, journaled ones replayed at start, and both are applied idempotently. Every
+`interval` seconds (and at shutdown) the state is snapshotted and the journal segments it covers
+are deleted, so a restart replays at most one interval of frames.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from service.ingest.ack_token import AckToken
-from service.ingest.pipeline import IngestPipeline
+from service.ingest.pipeline import Frame, IngestPipeline
+from service.state.journal import Journal
 from service.state.snapshot_codec import encode_state
 from service.state.snapshot_store import SnapshotStore
 
 TICK_SECONDS = 0.5
+REPLAY_BATCH = 1024
 
 
 class Persistence:
@@ -26,53 +29,82 @@ class Persistence:
         self,
         pipeline: IngestPipeline,
         store: SnapshotStore,
+        journal: Journal,
         acknowledge: Callable[[Iterable[AckToken]], int],
         interval: float = 60.0,
-        max_unacked: int = 10_000,
         log: logging.Logger | None = None,
     ) -> None:
         self.store = store
         self.last_written_at: float | None = None
         self.last_duration: float | None = None
         self._pipeline = pipeline
+        self._journal = journal
         self._acknowledge = acknowledge
         self._interval = interval
-        self._max_unacked = max_unacked
         self._log = log or logging.getLogger("nettel.snapshot")
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="state-snapshots", daemon=True)
 
+    def replay_journal(self) -> int:
+        """Apply the journaled frames the restored snapshot may lack; returns how many."""
+        frames: list[Frame] = []
+        replayed = 0
+        for destination, body in self._journal.replay():
+            frames.append((destination, body, None))
+            if len(frames) == REPLAY_BATCH:
+                replayed += self._replay(frames)
+        replayed += self._replay(frames)
+        if replayed:
+            self._log.info("journal replayed", extra={"frames": replayed})
+        return replayed
+
+    def apply_batch(self, frames: Sequence[Frame]) -> None:
+        """Apply, journal, fsync, then acknowledge one batch (the frame batcher's sink)."""
+        self._pipeline.handle_frames(frames)
+        self._journal.append(
+            [(dest, body if isinstance(body, bytes) else body.encode()) for dest, body, _ in frames]
+        )
+        latest: dict[str, AckToken] = {}
+        for _, _, token in frames:
+            if token is not None:
+                latest[token.subscription] = token
+        self._acknowledge(latest.values())
+
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the schedule and write a final snapshot (acknowledging what it holds)."""
+        """Stop the schedule and write a final snapshot."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
         self.snapshot()
+        self._journal.close()
 
     def snapshot(self) -> int:
-        """Write a snapshot now, then acknowledge the frames it contains; returns its size."""
+        """Write a snapshot now and drop the journal segments it covers; returns its size."""
         with self._write_lock:
             started = time.perf_counter()
             with self._pipeline.lock:
                 data = encode_state(self._pipeline.state)
-                tokens = self._pipeline.take_pending_acks()
+                first_uncovered = self._journal.rotate()
             self.store.write(data)
-            self._acknowledge(tokens)
+            self._journal.drop_before(first_uncovered)
             self.last_written_at = time.time()
             self.last_duration = time.perf_counter() - started
             return len(data)
 
+    def _replay(self, frames: list[Frame]) -> int:
+        count = len(frames)
+        if frames:
+            self._pipeline.handle_frames(frames)
+            frames.clear()
+        return count
+
     def _run(self) -> None:
-        due = time.monotonic() + self._interval
-        while not self._stop.wait(TICK_SECONDS):
-            if time.monotonic() < due and self._pipeline.unacked_count < self._max_unacked:
-                continue
+        while not self._stop.wait(self._interval):
             try:
                 self.snapshot()
             except OSError:
-                self._log.exception("state snapshot failed; frames stay unacknowledged")
-            due = time.monotonic() + self._interval
+                self._log.exception("state snapshot failed; the journal keeps growing")

@@ -17,6 +17,7 @@ from service.matrix.cycle import MatrixCycle
 from service.model_slot import ModelSlot
 from service.parse.records import MeasurementKind
 from service.persistence import Persistence
+from service.state.journal import Journal
 from service.state.link_state import LinkState
 from service.state.snapshot_store import SnapshotStore
 from service.state.topology import Topology
@@ -101,9 +102,12 @@ def build_runtime(settings: Settings) -> Runtime:
     )
     persistence = None
     if store is not None:
+        journal = Journal(store.directory)
         persistence = Persistence(
-            pipeline, store, source.acknowledge, settings.snapshot_interval, settings.prefetch // 2
+            pipeline, store, journal, source.acknowledge, settings.snapshot_interval
         )
+        persistence.replay_journal()
+        batcher.sink = persistence.apply_batch
     return Runtime(settings, pipeline, cycle, source, batcher, model, persistence)
 
 

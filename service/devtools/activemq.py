@@ -84,7 +84,7 @@ ACTIVEMQ_XML = """\
           useJmx="false" persistent="true" schedulerSupport="false"
           dataDirectory="${{activemq.data}}">
     <persistenceAdapter>
-      <kahaDB directory="${{activemq.data}}/kahadb"/>
+      <kahaDB directory="${{activemq.data}}/kahadb" concurrentStoreAndDispatchTopics="false"/>
     </persistenceAdapter>
 {ssl_context}    <systemUsage>
       <systemUsage>

@@ -19,6 +19,8 @@ _STOP = object()
 
 
 class FrameBatcher:
+    """`sink` receives each batch (replaceable before `start`, e.g. by the persistence layer)."""
+
     def __init__(
         self,
         apply: Callable[[Sequence[Frame]], object],
@@ -26,7 +28,7 @@ class FrameBatcher:
         max_queued: int = 50_000,
         log: logging.Logger | None = None,
     ) -> None:
-        self._apply = apply
+        self.sink = apply
         self._max_batch = max_batch
         self._queue: queue.Queue[Frame | object] = queue.Queue(max_queued)
         self._log = log or logging.getLogger("nettel.ingest")
@@ -48,7 +50,7 @@ class FrameBatcher:
             batch, stopping = self._next_batch()
             if batch:
                 try:
-                    self._apply(batch)
+                    self.sink(batch)
                 except Exception:  # the consumer must outlive any bug in the pipeline
                     self._log.exception("applying a batch of frames failed")
             if stopping:

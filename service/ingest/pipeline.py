@@ -45,8 +45,6 @@ class IngestPipeline:
         self.state = state
         self.lock = threading.Lock()
         self.counters = IngestCounters()
-        self.pending_acks: dict[str, AckToken] = {}
-        self.unacked_count = 0
         self._topics = topics
         self._limits = limits
         self._clock = clock
@@ -66,22 +64,13 @@ class IngestPipeline:
         results = iter(parsed)
         applied = 0
         with self.lock:
-            for (destination, _, ack), (kind, _) in zip(frames, routed, strict=True):
+            for (destination, _, _), (kind, _) in zip(frames, routed, strict=True):
                 self._count_message(destination, now)
                 if kind is None:
                     self._reject(RejectReason.UNKNOWN_TOPIC, destination[:80], destination)
                 else:
                     applied += self._apply(next(results), destination, now)
-                if ack is not None:
-                    self.pending_acks[ack.subscription] = ack
-                    self.unacked_count += 1
         return applied
-
-    def take_pending_acks(self) -> list[AckToken]:
-        """Latest frame per subscription applied so far (call under `lock`, with the snapshot)."""
-        tokens, self.pending_acks = list(self.pending_acks.values()), {}
-        self.unacked_count = 0
-        return tokens
 
     def _apply(self, result: ParsedMessage | RejectedInput, destination: str, now: float) -> int:
         if isinstance(result, RejectedInput):
