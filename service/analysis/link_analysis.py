@@ -17,7 +17,7 @@ from service.analysis.features import (
     compute_features,
 )
 from service.analysis.predictor import UtilisationPredictor
-from service.analysis.window import order_window
+from service.analysis.window import window_positions
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import StateView
 
@@ -50,12 +50,9 @@ class LinkAnalysis:
 
 def build_windows(view: StateView) -> LinkWindows:
     """Every link's series ordered oldest -> newest, ending at the link's latest minute."""
-
-    def ordered(name: str) -> np.ndarray:
-        return order_window(view.slot_minute, view.series[name], view.latest_minute)
-
+    positions = window_positions(view.slot_minute, view.latest_minute)
     return LinkWindows(
-        ordered("delay_mean"), ordered("delay_median"), ordered("delay_std"), ordered("loss")
+        *(positions.gather(view.series[name]) for name in LinkWindows.__dataclass_fields__)
     )
 
 

@@ -64,7 +64,8 @@ class MatrixCycle:
         predictor = self.predictor
         analysis = analyse_links(view, predictor)
         info = predictor.info if predictor is not None else None
-        previous, self.latest = self.latest, build_cost_matrix(view, analysis, info, view.taken_at)
+        previous = self.latest
+        self.latest = build_cost_matrix(view, analysis, info, view.taken_at, previous)
         elapsed = self._last_duration = time.perf_counter() - started
         for observe in self.cycle_observers:
             observe(elapsed)

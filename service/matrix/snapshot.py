@@ -22,13 +22,20 @@ LinkRecord = dict[str, Any]
 
 @dataclass(frozen=True)
 class CostMatrix:
-    """One computed matrix: link records plus the full JSON body, serialised once."""
+    """One computed matrix: link records plus the full JSON body, serialised once.
+
+    `columns` (the rounded values behind the records) and `fragments` (each record's JSON) let
+    the next snapshot rebuild only the links whose values changed.
+    """
 
     generated_at: float
     model: ModelInfo | None
     links: tuple[LinkRecord, ...]
     body: bytes = field(repr=False)
     etag: str
+    columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    fragments: tuple[bytes, ...] = field(default=(), repr=False)
+    names_version: int = 0
 
     @property
     def congested_count(self) -> int:
@@ -38,6 +45,27 @@ class CostMatrix:
     def gzip_body(self) -> bytes:
         """The body gzip-compressed, computed once per snapshot on first request."""
         return gzip.compress(self.body, compresslevel=5)
+
+    @cached_property
+    def _rows_by_endpoint(self) -> dict[str, dict[str, list[int]]]:
+        """side -> IP, host or site name -> rows, built once per snapshot on first query."""
+        index: dict[str, dict[str, list[int]]] = {"source": {}, "destination": {}}
+        for row, link in enumerate(self.links):
+            for side, names in index.items():
+                for key in {link[side], link[f"{side}_host"], link[f"{side}_site"]} - {None}:
+                    names.setdefault(key, []).append(row)
+        return index
+
+    def select(self, source: str | None, destination: str | None) -> list[LinkRecord]:
+        """Links whose source and destination match (IP, host or site); None matches all."""
+        rows: set[int] | None = None
+        for side, name in (("source", source), ("destination", destination)):
+            if name is not None:
+                found = set(self._rows_by_endpoint[side].get(name, ()))
+                rows = found if rows is None else rows & found
+        if rows is None:
+            return list(self.links)
+        return [self.links[row] for row in sorted(rows)]
 
     def document(self, links: list[LinkRecord] | tuple[LinkRecord, ...]) -> dict[str, Any]:
         """The /costmatrix JSON document for a subset of links."""
@@ -55,38 +83,114 @@ def matrix_document(
     }
 
 
+_DIGITS = {
+    "cost": 4,
+    "empirical": 6,
+    "utilisation": 4,
+    "mean": 4,
+    "median": 4,
+    "std": 4,
+    "min": 4,
+    "p95": 4,
+    "loss": 6,
+}
+
+
 def build_cost_matrix(
-    view: StateView, analysis: LinkAnalysis, model: ModelInfo | None, generated_at: float
+    view: StateView,
+    analysis: LinkAnalysis,
+    model: ModelInfo | None,
+    generated_at: float,
+    previous: CostMatrix | None = None,
 ) -> CostMatrix:
-    """Freeze one analysis pass into link records and their pre-serialised JSON body."""
-    links = tuple(build_link_records(view, analysis, model is not None))
-    body = orjson.dumps(matrix_document(generated_at, model, links))
+    """Freeze one analysis pass; records and JSON of links unchanged since `previous` are reused."""
+    columns = _columns(analysis)
+    changed = _changed_rows(columns, view.names_version, model, previous)
+    links = list(previous.links[: len(view)]) if previous is not None else []
+    fragments = list(previous.fragments[: len(view)]) if previous is not None else []
+    links += [{}] * (len(view) - len(links))
+    fragments += [b""] * (len(view) - len(fragments))
+    rows = np.flatnonzero(changed).tolist()
+    for row, record in zip(rows, _records(view, columns, rows, model is not None), strict=True):
+        links[row], fragments[row] = record, orjson.dumps(record)
+    header = orjson.dumps(matrix_document(generated_at, model, []))[: -len(b"[]}")]
+    body = header + b"[" + b",".join(fragments) + b"]}"
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-    return CostMatrix(generated_at, model, links, body, etag)
+    return CostMatrix(
+        generated_at, model, tuple(links), body, etag, columns, tuple(fragments), view.names_version
+    )
 
 
 def build_link_records(view: StateView, a: LinkAnalysis, has_model: bool) -> list[LinkRecord]:
-    columns = {
-        "cost": _rounded(a.cost, 4),
-        "empirical": _rounded(a.empirical, 6),
-        "utilisation": _rounded(a.utilisation, 4),
-        "mean": _rounded(a.delay_mean, 4),
-        "median": _rounded(a.delay_median, 4),
-        "std": _rounded(a.delay_std, 4),
-        "min": _rounded(a.delay_min, 4),
-        "p95": _rounded(a.delay_p95, 4),
-        "loss": _rounded(a.loss, 6),
-        "samples": a.samples.tolist(),
-        "last": [int(x) if x >= 0 else None for x in a.last_measurement.tolist()],
-        "congested": a.congested.tolist(),
-        "stale": a.stale.tolist(),
-        "clock": a.clock_suspect.tolist(),
-        "complete": a.has_features.tolist(),
+    return _records(view, _columns(a), list(range(len(view))), has_model)
+
+
+def _columns(a: LinkAnalysis) -> dict[str, np.ndarray]:
+    """Every record value as an array over links, rounded as published."""
+    floats = {
+        "cost": a.cost,
+        "empirical": a.empirical,
+        "utilisation": a.utilisation,
+        "mean": a.delay_mean,
+        "median": a.delay_median,
+        "std": a.delay_std,
+        "min": a.delay_min,
+        "p95": a.delay_p95,
+        "loss": a.loss,
     }
-    return [_link_record(view, columns, row, has_model) for row in range(len(view))]
+    columns = {k: np.round(v.astype(np.float64), _DIGITS[k]) for k, v in floats.items()}
+    return columns | {
+        "samples": a.samples,
+        "last": a.last_measurement,
+        "congested": a.congested,
+        "stale": a.stale,
+        "clock": a.clock_suspect,
+        "complete": a.has_features,
+    }
 
 
-def _link_record(view: StateView, c: dict[str, list], row: int, has_model: bool) -> LinkRecord:
+def _changed_rows(
+    columns: dict[str, np.ndarray],
+    names_version: int,
+    model: ModelInfo | None,
+    previous: CostMatrix | None,
+) -> np.ndarray:
+    n = len(columns["cost"])
+    reusable = (
+        previous is not None and previous.columns and len(previous.fragments) == len(previous.links)
+    )
+    if not reusable or previous.model != model or previous.names_version != names_version:
+        return np.ones(n, dtype=bool)
+    m = min(n, len(previous.links))
+    changed = np.ones(n, dtype=bool)
+    changed[:m] = False
+    for name, values in columns.items():
+        old, new = previous.columns[name][:m], values[:m]
+        same = (
+            (old == new) | (np.isnan(old) & np.isnan(new)) if new.dtype.kind == "f" else old == new
+        )
+        changed[:m] |= ~same
+    return changed
+
+
+def _records(
+    view: StateView, columns: dict[str, np.ndarray], rows: list[int], has_model: bool
+) -> list[LinkRecord]:
+    """JSON-ready records of `rows` (NaN as null)."""
+    picked = {name: _json_values(values[rows]) for name, values in columns.items()}
+    picked["last"] = [None if x is None or x < 0 else int(x) for x in picked["last"]]
+    return [_link_record(view, picked, i, row, has_model) for i, row in enumerate(rows)]
+
+
+def _json_values(values: np.ndarray) -> list[Any]:
+    if values.dtype.kind != "f":
+        return values.tolist()
+    return [None if math.isnan(x) else x for x in values.tolist()]
+
+
+def _link_record(
+    view: StateView, c: dict[str, list], i: int, row: int, has_model: bool
+) -> LinkRecord:
     return {
         "source": view.sources[row],
         "destination": view.destinations[row],
@@ -94,17 +198,17 @@ def _link_record(view: StateView, c: dict[str, list], row: int, has_model: bool)
         "destination_host": view.destination_hosts[row],
         "source_site": view.source_sites[row],
         "destination_site": view.destination_sites[row],
-        "cost": c["cost"][row],
-        "empirical": c["empirical"][row],
-        "congested": c["congested"][row],
-        "utilisation": c["utilisation"][row],
-        "utilisation_reason": _utilisation_reason(has_model, c["complete"][row]),
-        "delay_ms": {k: c[k][row] for k in ("mean", "median", "std", "min", "p95")},
-        "packet_loss": c["loss"][row],
-        "samples": c["samples"][row],
-        "last_measurement": c["last"][row],
-        "stale": c["stale"][row],
-        "clock_suspect": c["clock"][row],
+        "cost": c["cost"][i],
+        "empirical": c["empirical"][i],
+        "congested": c["congested"][i],
+        "utilisation": c["utilisation"][i],
+        "utilisation_reason": _utilisation_reason(has_model, c["complete"][i]),
+        "delay_ms": {k: c[k][i] for k in ("mean", "median", "std", "min", "p95")},
+        "packet_loss": c["loss"][i],
+        "samples": c["samples"][i],
+        "last_measurement": c["last"][i],
+        "stale": c["stale"][i],
+        "clock_suspect": c["clock"][i],
     }
 
 
@@ -112,8 +216,3 @@ def _utilisation_reason(has_model: bool, complete: bool) -> str | None:
     if not has_model:
         return "no_model"
     return None if complete else "insufficient_data"
-
-
-def _rounded(values: np.ndarray, digits: int) -> list[float | None]:
-    """JSON-ready floats, NaN as None."""
-    return [None if math.isnan(x) else round(x, digits) for x in values.astype(np.float64).tolist()]

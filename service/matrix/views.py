@@ -1,4 +1,4 @@
-"""Query views of a cost matrix: endpoint filters, site-level aggregation, dense layout.
+"""Query views of a cost matrix: site aggregation, dense layout (filters: CostMatrix.select).
 
 Site level groups every host pair by (source site, destination site), a host without a site
 standing for itself. Per group: `cost`, `utilisation`, `empirical`, delay mean/median/std and
@@ -17,22 +17,6 @@ from typing import Any, Literal
 from service.matrix.snapshot import LinkRecord
 
 Level = Literal["host", "site"]
-
-
-def matches_endpoint(link: LinkRecord, side: str, query: str) -> bool:
-    """Whether `query` names the link's `side` ("source" or "destination") by IP, host or site."""
-    return query in (link[side], link[f"{side}_host"], link[f"{side}_site"])
-
-
-def filter_links(
-    links: Iterable[LinkRecord], source: str | None, destination: str | None
-) -> list[LinkRecord]:
-    return [
-        link
-        for link in links
-        if (source is None or matches_endpoint(link, "source", source))
-        and (destination is None or matches_endpoint(link, "destination", destination))
-    ]
 
 
 def aggregate_sites(links: Sequence[LinkRecord]) -> list[LinkRecord]:

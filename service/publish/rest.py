@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from service.errors import ModelBundleError
 from service.matrix.link_detail import build_link_detail
 from service.matrix.snapshot import CostMatrix
-from service.matrix.views import aggregate_sites, dense_matrix, filter_links
+from service.matrix.views import aggregate_sites, dense_matrix
 from service.publish.ecosystem import register_ecosystem
 from service.publish.metrics import build_registry
 from service.publish.schemas import (
@@ -82,7 +82,7 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
         matrix = latest_matrix()
         if source is None and destination is None and level == "host" and format == "links":
             return _full_matrix_response(request, matrix)
-        links = filter_links(matrix.links, source, destination)
+        links = matrix.select(source, destination)
         if level == "site":
             links = aggregate_sites(links)
         document = matrix.document(links)

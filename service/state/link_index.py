@@ -21,6 +21,7 @@ class LinkIndex:
     source_sites: list[str | None] = field(default_factory=list)
     destination_sites: list[str | None] = field(default_factory=list)
     ip_by_host: dict[str, str] = field(default_factory=dict)
+    names_version: int = 0
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -35,6 +36,7 @@ class LinkIndex:
             self.destination_hosts[row] != link.destination_host
         ):
             self._set_hosts(row, link)
+            self.names_version += 1
         return row
 
     def find_by_name(self, source: str, destination: str) -> int | None:

@@ -45,6 +45,7 @@ class StateView:
     latest_p95: np.ndarray
     latest_minute: np.ndarray
     clock_suspect_minute: np.ndarray
+    names_version: int = 0
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -102,6 +103,7 @@ class LinkState:
             latest_p95=b.latest_p95[pick].copy(),
             latest_minute=b.latest_minute[pick].copy(),
             clock_suspect_minute=b.clock_suspect_minute[pick].copy(),
+            names_version=i.names_version,
         )
 
     @staticmethod

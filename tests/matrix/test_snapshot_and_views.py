@@ -14,7 +14,7 @@ from service.analysis.features import FEATURE_NAMES
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import ModelInfo
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
-from service.matrix.views import aggregate_sites, dense_matrix, filter_links
+from service.matrix.views import aggregate_sites, dense_matrix
 from service.publish.schemas import CostMatrixOut, LinkOut
 from service.state.link_state import LinkState
 from service.state.topology import Topology
@@ -283,8 +283,9 @@ LINKS = [
         (None, None, [0, 1, 2, 3]),
     ],
 )
-def test_filter_links_by_ip_host_and_site(source, destination, expected) -> None:
-    assert filter_links(LINKS, source, destination) == [LINKS[i] for i in expected]
+def test_select_links_by_ip_host_and_site(source, destination, expected) -> None:
+    matrix = CostMatrix(0.0, None, tuple(LINKS), b"", "")
+    assert matrix.select(source, destination) == [LINKS[i] for i in expected]
 
 
 def test_aggregate_sites() -> None:
@@ -352,3 +353,26 @@ def test_dense_matrix_layout() -> None:
 
 def test_dense_matrix_of_nothing() -> None:
     assert dense_matrix([]) == {"nodes": [], "cost": [], "congested": [], "utilisation": []}
+
+
+def test_incremental_build_equals_a_full_rebuild_after_changes() -> None:
+    """Reusing unchanged records must give byte-identical output to building from scratch."""
+    state = LinkState()
+    now = float(NOW)
+    for number in range(6):
+        endpoints = link(source=f"10.1.0.{number}")
+        for minute in range(20):
+            ts = NOW - (20 - minute) * 60
+            state.apply(delay_message({ts: 5.0 + number + minute % 3}, endpoints), now)
+    first_view = state.view(now)
+    first = build_cost_matrix(first_view, analyse_links(first_view, None), None, now)
+    state.apply(loss_message({NOW - 60: 0.05}, link(source="10.1.0.2")), now)
+    state.apply(loss_message({NOW - 60: 0.0}, link(source="10.1.0.9")), now)  # a new link
+    view = state.view(now + 1)
+    analysis = analyse_links(view, None)
+    incremental = build_cost_matrix(view, analysis, None, now + 1, previous=first)
+    full = build_cost_matrix(view, analysis, None, now + 1)
+    assert incremental.body == full.body and incremental.links == full.links
+    assert incremental.links[0] is first.links[0]  # an unchanged link's record was reused
+    assert incremental.links[2] is not first.links[2]
+    assert orjson.loads(incremental.body)["links"] == list(incremental.links)
