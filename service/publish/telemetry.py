@@ -42,21 +42,22 @@ class Batch:
 
 
 def changed_links(previous: CostMatrix | None, current: CostMatrix) -> list[LinkRecord]:
-    """Links with data whose watched fields differ from `previous` (all of them without one)."""
-    before = {} if previous is None else {_key(link): link for link in previous.links}
+    """Links with data whose watched fields differ from `previous` (all of them without one).
+
+    Rows keep their link from one snapshot to the next (links are only appended), and an
+    unchanged link keeps its very record object, so most links are settled by an identity test.
+    """
+    before = () if previous is None else previous.links
     return [
         link
-        for link in current.links
-        if link["last_measurement"] is not None and _differs(link, before.get(_key(link)))
+        for row, link in enumerate(current.links)
+        if link["last_measurement"] is not None
+        and (row >= len(before) or (link is not before[row] and _differs(link, before[row])))
     ]
 
 
-def _key(link: LinkRecord) -> tuple[str, str]:
-    return link["source"], link["destination"]
-
-
-def _differs(link: LinkRecord, before: LinkRecord | None) -> bool:
-    return before is None or any(link[name] != before[name] for name in WATCHED_FIELDS)
+def _differs(link: LinkRecord, before: LinkRecord) -> bool:
+    return any(link[name] != before[name] for name in WATCHED_FIELDS)
 
 
 def build_telemetry_message(link: LinkRecord, topic: str, model_version: str | None) -> Message:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from service.parse.records import LinkEndpoints
@@ -53,10 +54,12 @@ class LinkIndex:
         self._append(LinkEndpoints(source, destination, source_host, destination_host))
 
     def _append(self, link: LinkEndpoints) -> int:
+        """New row; names are interned, so thousands of links share one string per host."""
         row = len(self.sources)
-        self.rows[(link.source, link.destination)] = row
-        self.sources.append(link.source)
-        self.destinations.append(link.destination)
+        source, destination = sys.intern(link.source), sys.intern(link.destination)
+        self.rows[(source, destination)] = row
+        self.sources.append(source)
+        self.destinations.append(destination)
         self.source_hosts.append("")
         self.destination_hosts.append("")
         self.source_sites.append(None)
@@ -65,8 +68,8 @@ class LinkIndex:
         return row
 
     def _set_hosts(self, row: int, link: LinkEndpoints) -> None:
-        self.source_hosts[row] = link.source_host
-        self.destination_hosts[row] = link.destination_host
+        self.source_hosts[row] = sys.intern(link.source_host)
+        self.destination_hosts[row] = sys.intern(link.destination_host)
         self.ip_by_host[link.source_host] = link.source
         self.ip_by_host[link.destination_host] = link.destination
         self.source_sites[row] = self.topology.site_of(link.source_host, link.source)
