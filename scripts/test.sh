@@ -16,6 +16,8 @@ install_venv ".[test,training]"  # training: Keras parity and pipeline tests
 install_promtool
 
 # ---- test ----------------------------------------------------------------------------------
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?

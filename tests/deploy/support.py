@@ -36,8 +36,22 @@ SUFFIXES = {
 }
 
 PROMQL_KEYWORDS = frozenset(
-    {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring",
-     "group_left", "group_right", "inf", "nan", "atan2"}
+    {
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "offset",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "inf",
+        "nan",
+        "atan2",
+    }
 )
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"' r"|'(?:\\.|[^'\\])*'" r"|`[^`]*`")
 _GRAFANA_VARIABLE = re.compile(r"\$\{[^}]*\}|\$\w+")
@@ -82,9 +96,7 @@ def exposed_names(metrics: dict[str, str]) -> frozenset[str]:
     >>> sorted(exposed_names({"x": "counter", "y": "gauge"}))
     ['x_created', 'x_total', 'y']
     """
-    return frozenset(
-        base + suffix for base, kind in metrics.items() for suffix in SUFFIXES[kind]
-    )
+    return frozenset(base + suffix for base, kind in metrics.items() for suffix in SUFFIXES[kind])
 
 
 def exported_series() -> frozenset[str]:

@@ -24,8 +24,11 @@ PINNED_IMAGES = {
     "grafana": r"grafana/grafana(-oss)?:\d+\.\d+\.\d+",
 }
 PUBLISHED = {"activemq": 61613, "nettel": 8080, "prometheus": 9090, "grafana": 3000}
-NAMED_VOLUMES = {"activemq": "activemq-data", "prometheus": "prometheus-data",
-                 "grafana": "grafana-data"}
+NAMED_VOLUMES = {
+    "activemq": "activemq-data",
+    "prometheus": "prometheus-data",
+    "grafana": "grafana-data",
+}
 
 
 @pytest.fixture(scope="module")

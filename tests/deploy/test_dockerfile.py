@@ -97,9 +97,7 @@ def test_serve_image_is_built_without_tensorflow(stages: dict[str, Stage]) -> No
 
 
 def test_training_image_installs_the_training_extra(stages: dict[str, Stage]) -> None:
-    runs = [
-        i.args for stage in closure(stages, "training") for i in stage.all("RUN")
-    ]
+    runs = [i.args for stage in closure(stages, "training") for i in stage.all("RUN")]
     assert any("pip install" in run and "[training]" in run for run in runs)
 
 
@@ -156,16 +154,28 @@ def is_ignored(relative: str, patterns: list[str]) -> bool:
         negated = pattern.startswith("!")
         bare = pattern.lstrip("!").rstrip("/")
         candidates = {relative, relative.split("/")[0]}
-        if any(fnmatch.fnmatch(c, bare) or fnmatch.fnmatch(c, bare.removeprefix("**/"))
-               for c in candidates):
+        if any(
+            fnmatch.fnmatch(c, bare) or fnmatch.fnmatch(c, bare.removeprefix("**/"))
+            for c in candidates
+        ):
             ignored = not negated
     return ignored
 
 
 @pytest.mark.parametrize(
     "path",
-    [".git", ".venv", "run", "out", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache",
-     "nettel.egg-info", "service/__pycache__"],
+    [
+        ".git",
+        ".venv",
+        "run",
+        "out",
+        ".pytest_cache",
+        ".hypothesis",
+        ".mypy_cache",
+        ".ruff_cache",
+        "nettel.egg-info",
+        "service/__pycache__",
+    ],
 )
 def test_dockerignore_excludes_local_state(path: str) -> None:
     assert is_ignored(path, dockerignore_patterns()), path
@@ -182,6 +192,9 @@ def test_dockerignore_excludes_local_state(path: str) -> None:
 def test_hadolint_is_clean() -> None:
     result = subprocess.run(
         [str(HADOLINT), "--no-color", str(DOCKERFILE)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr

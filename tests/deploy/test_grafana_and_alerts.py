@@ -116,13 +116,13 @@ def test_metric_inventory_reads_the_metrics_module() -> None:
 
 
 def test_metric_name_extraction() -> None:
-    assert metric_names_in("up{job=\"nettel\"} == 1 unless on (job, instance) age_seconds") == {
+    assert metric_names_in('up{job="nettel"} == 1 unless on (job, instance) age_seconds') == {
         "up",
         "age_seconds",
     }
     assert metric_names_in('topk(10, cost{a=~"$x"})') == {"cost"}
     assert metric_names_in("x > bool 5 or rate(y[5m] offset 1h) * 1e3") == {"x", "y"}
-    assert metric_names_in('max by (i) (a) * on (i) group_left (name) max by (i, name) (b)') == {
+    assert metric_names_in("max by (i) (a) * on (i) group_left (name) max by (i, name) (b)") == {
         "a",
         "b",
     }
@@ -168,11 +168,18 @@ def test_alerts_only_use_exported_metrics(
 def test_required_alerts(rules: list[dict[str, Any]]) -> None:
     by_name = {rule["alert"]: rule for rule in rules}
     expected = {  # alert: (fragments its squeezed expr contains, for)
-        "NettelNoMessages": (["nettel_seconds_since_last_message>300",
-                              "rate(nettel_messages_received_total[5m]))==0"], "1m"),
+        "NettelNoMessages": (
+            [
+                "nettel_seconds_since_last_message>300",
+                "rate(nettel_messages_received_total[5m]))==0",
+            ],
+            "1m",
+        ),
         "NettelBrokerDisconnected": (["nettel_broker_connected==0"], "1m"),
-        "NettelHighRejectRatio": (["rate(nettel_rejected_total[5m]))/",
-                                   "rate(nettel_messages_received_total[5m]))>0.05"], "10m"),
+        "NettelHighRejectRatio": (
+            ["rate(nettel_rejected_total[5m]))/", "rate(nettel_messages_received_total[5m]))>0.05"],
+            "10m",
+        ),
         "NettelCostMatrixStale": (["nettel_snapshot_age_seconds>120"], "5m"),
         "NettelStateSnapshotStale": (["nettel_state_snapshot_age_seconds>"], "5m"),
     }
@@ -306,9 +313,9 @@ def test_dashboard_only_uses_exported_metrics(
 def test_dashboard_queries_follow_the_job_and_instance_variables(dashboard: dict[str, Any]) -> None:
     for expr in dashboard_exprs(dashboard):
         selectors = re.findall(r"\bnettel_\w+(\{[^}]*\})?", expr)
-        assert selectors and all(
-            '$job' in sel and '$instance' in sel for sel in selectors
-        ), f"every selector should filter on $job and $instance: {expr!r}"
+        assert selectors and all("$job" in sel and "$instance" in sel for sel in selectors), (
+            f"every selector should filter on $job and $instance: {expr!r}"
+        )
 
 
 def test_dashboard_has_the_required_panels(dashboard: dict[str, Any]) -> None:

@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from models.bundle import CARD_FILE, DEFAULT_BUNDLE, MODEL_FILE
+from service.config import DELAY_TOPIC as DELAY
+from service.config import LOSS_TOPIC as LOSS
 from tests.integration.wire import (
     Publisher,
     current_minute_ts,
@@ -21,8 +23,6 @@ from tests.integration.wire import (
     wait_for,
 )
 
-DELAY = "/topic/perfsonar.raw.histogram-owdelay"
-LOSS = "/topic/perfsonar.raw.packet-loss-rate"
 TOKEN = "test-admin-token-123"
 pytestmark = pytest.mark.broker
 

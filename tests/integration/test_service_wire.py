@@ -7,6 +7,8 @@ import json
 import httpx
 import pytest
 
+from service.config import DELAY_TOPIC as DELAY
+from service.config import LOSS_TOPIC as LOSS
 from tests.integration.wire import (
     Publisher,
     current_minute_ts,
@@ -16,8 +18,6 @@ from tests.integration.wire import (
     wait_for,
 )
 
-DELAY = "/topic/perfsonar.raw.histogram-owdelay"
-LOSS = "/topic/perfsonar.raw.packet-loss-rate"
 pytestmark = pytest.mark.broker
 
 
