@@ -16,6 +16,8 @@ from service.state.running_stats import add_value
 WINDOW_MINUTES = 32
 SERIES = ("delay_mean", "delay_median", "delay_std", "delay_min", "loss")
 ARCHIVE = ("delay_n", "delay_mean", "delay_m2", "delay_min", "loss_n", "loss_mean", "loss_m2")
+#: Minute counts are exact in float32 for 31 years of minutes; the moments need float64.
+_ARCHIVE_DTYPES = {"delay_n": np.float32, "loss_n": np.float32}
 
 
 class LinkBuffers:
@@ -25,7 +27,9 @@ class LinkBuffers:
         self.capacity = 0
         self.slot_minute = np.empty((0, WINDOW_MINUTES), np.int32)
         self.series = {name: np.empty((0, WINDOW_MINUTES), np.float32) for name in SERIES}
-        self.archive = {name: np.empty(0, np.float64) for name in ARCHIVE}
+        self.archive = {
+            name: np.empty(0, _ARCHIVE_DTYPES.get(name, np.float64)) for name in ARCHIVE
+        }
         self.latest_delay_minute = np.empty(0, np.int32)
         self.latest_p95 = np.empty(0, np.float32)
         self.latest_minute = np.empty(0, np.int32)
