@@ -91,6 +91,7 @@ wait_for "nettel serve" "${PIDS[-1]}" "$RUN_DIR/logs/serve.log" healthy "$URL/he
 cat <<EOF
 
 nettel is running (brokers: $BROKERS). Open:
+  $URL/            (live web view)
   $URL/costmatrix
   $URL/docs
   $URL/metrics
