@@ -24,8 +24,8 @@ LinkRecord = dict[str, Any]
 class CostMatrix:
     """One computed matrix: link records plus the full JSON body, serialised once.
 
-    `columns` (the rounded values behind the records) and `fragments` (each record's JSON) let
-    the next snapshot rebuild only the links whose values changed.
+    `columns` (the rounded values behind the records) let the next snapshot rebuild the records
+    of changed links only; the others are reused as they are (same objects).
     """
 
     generated_at: float
@@ -34,7 +34,6 @@ class CostMatrix:
     body: bytes = field(repr=False)
     etag: str
     columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    fragments: tuple[bytes, ...] = field(default=(), repr=False)
     names_version: int = 0
 
     @property
@@ -103,27 +102,17 @@ def build_cost_matrix(
     generated_at: float,
     previous: CostMatrix | None = None,
 ) -> CostMatrix:
-    """Freeze one analysis pass; records and JSON of links unchanged since `previous` are reused."""
+    """Freeze one analysis pass; records of links unchanged since `previous` are reused."""
     columns = _columns(analysis)
     changed = _changed_rows(columns, view.names_version, model, previous)
     links = list(previous.links[: len(view)]) if previous is not None else []
-    fragments = list(previous.fragments[: len(view)]) if previous is not None else []
     links += [{}] * (len(view) - len(links))
-    fragments += [b""] * (len(view) - len(fragments))
     rows = np.flatnonzero(changed).tolist()
     for row, record in zip(rows, _records(view, columns, rows, model is not None), strict=True):
-        links[row], fragments[row] = record, _compact_json(record)
-    header = orjson.dumps(matrix_document(generated_at, model, []))[: -len(b"[]}")]
-    body = header + b"[" + b",".join(fragments) + b"]}"
+        links[row] = record
+    body = orjson.dumps(matrix_document(generated_at, model, links))
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-    return CostMatrix(
-        generated_at, model, tuple(links), body, etag, columns, tuple(fragments), view.names_version
-    )
-
-
-def _compact_json(record: LinkRecord) -> bytes:
-    """orjson's output keeps a several-kB allocation; an exact-size copy is ~500 B per link."""
-    return bytes(memoryview(orjson.dumps(record)))
+    return CostMatrix(generated_at, model, tuple(links), body, etag, columns, view.names_version)
 
 
 def build_link_records(view: StateView, a: LinkAnalysis, has_model: bool) -> list[LinkRecord]:
@@ -161,10 +150,12 @@ def _changed_rows(
     previous: CostMatrix | None,
 ) -> np.ndarray:
     n = len(columns["cost"])
-    reusable = (
-        previous is not None and previous.columns and len(previous.fragments) == len(previous.links)
-    )
-    if not reusable or previous.model != model or previous.names_version != names_version:
+    if (
+        previous is None
+        or not previous.columns
+        or previous.model != model
+        or previous.names_version != names_version
+    ):
         return np.ones(n, dtype=bool)
     m = min(n, len(previous.links))
     changed = np.ones(n, dtype=bool)
