@@ -16,6 +16,7 @@ from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
 from service.ingest.pipeline import IngestPipeline
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
+from service.memory import release_free_memory
 
 TICK_SECONDS = 0.1
 #: Recomputes are at least this many cycle durations apart.
@@ -58,20 +59,23 @@ class MatrixCycle:
     def recompute(self) -> CostMatrix:
         """Analyse a consistent copy of the state and publish the new snapshot."""
         started = time.perf_counter()
+        previous, self.latest = self.latest, self._build(self.latest)
+        elapsed = self._last_duration = time.perf_counter() - started
+        for observe in self.cycle_observers:
+            observe(elapsed)
+        for publish in self.matrix_observers:
+            publish(previous, self.latest)
+        release_free_memory()  # after _build's view and analysis are gone
+        return self.latest
+
+    def _build(self, previous: CostMatrix | None) -> CostMatrix:
         with self._pipeline.lock:
             view = self._pipeline.state.view(self._clock())
             self._applied_at_last_cycle = self._pipeline.counters.datapoints_applied
         predictor = self.predictor
         analysis = analyse_links(view, predictor)
         info = predictor.info if predictor is not None else None
-        previous = self.latest
-        self.latest = build_cost_matrix(view, analysis, info, view.taken_at, previous)
-        elapsed = self._last_duration = time.perf_counter() - started
-        for observe in self.cycle_observers:
-            observe(elapsed)
-        for publish in self.matrix_observers:
-            publish(previous, self.latest)
-        return self.latest
+        return build_cost_matrix(view, analysis, info, view.taken_at, previous)
 
     def _run(self) -> None:
         last_cycle = float("-inf")
