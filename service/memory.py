@@ -2,13 +2,15 @@
 
 A cycle frees hundreds of MB of short-lived Python objects at 100,000 links; glibc keeps such
 memory in its heap, so the process's RSS drifted between about 490 and 600 MiB from run to run.
-`malloc_trim` hands it back (RSS about 400 MiB). Elsewhere than glibc this does nothing.
+`malloc_trim` hands it back (RSS about 400 MiB), at most every 30 s since a trim takes time.
+Elsewhere than glibc this does nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import time
 from collections.abc import Callable
 
 
@@ -23,6 +25,17 @@ def _load_malloc_trim() -> Callable[[int], int] | None:
 _MALLOC_TRIM = _load_malloc_trim()
 
 
-def release_free_memory() -> None:
-    if _MALLOC_TRIM is not None:
+class FreeMemoryReleaser:
+    """Calls malloc_trim at most once per `period` seconds (a trim of a large heap takes ms)."""
+
+    def __init__(self, period: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._period = period
+        self._clock = clock
+        self._last: float | None = None
+
+    def __call__(self) -> None:
+        now = self._clock()
+        if _MALLOC_TRIM is None or (self._last is not None and now - self._last < self._period):
+            return
+        self._last = now
         _MALLOC_TRIM(0)

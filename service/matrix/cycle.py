@@ -16,7 +16,7 @@ from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
 from service.ingest.pipeline import IngestPipeline
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
-from service.memory import release_free_memory
+from service.memory import FreeMemoryReleaser
 
 TICK_SECONDS = 0.1
 #: Recomputes are at least this many cycle durations apart.
@@ -43,6 +43,7 @@ class MatrixCycle:
         self._interval = interval
         self._freshness = freshness
         self._last_duration = 0.0
+        self._release_free_memory = FreeMemoryReleaser()
         self._clock = clock
         self._log = log or logging.getLogger("nettel.cycle")
         self._stop = threading.Event()
@@ -65,7 +66,7 @@ class MatrixCycle:
             observe(elapsed)
         for publish in self.matrix_observers:
             publish(previous, self.latest)
-        release_free_memory()  # after _build's view and analysis are gone
+        self._release_free_memory()  # after _build's view and analysis are gone
         return self.latest
 
     def _build(self, previous: CostMatrix | None) -> CostMatrix:
