@@ -36,7 +36,7 @@ class CostMatrix:
     columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     names_version: int = 0
 
-    @property
+    @cached_property
     def congested_count(self) -> int:
         return sum(1 for link in self.links if link["congested"])
 
