@@ -1,110 +1,12 @@
-"""`python -m service serve` subprocesses: launch, wait for an endpoint, scrape, measure, stop."""
+"""Prometheus scraping and /proc readings of benchmarked `nettel serve` processes."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from benchmarks.environment import REPO_ROOT
-from service.devtools.activemq import free_port
-
-STOP_TIMEOUT = 15.0
-
-
-class ServiceError(RuntimeError):
-    """The service exited or did not answer in time; the message carries its log tail."""
-
-
-@dataclass
-class ServiceProcess:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    command: list[str]
-    launched_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def check_alive(self) -> None:
-        if self.process.poll() is not None:
-            raise ServiceError(
-                f"service exited with {self.process.returncode}; log:\n{self.log_tail()}"
-            )
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
-        """SIGTERM the process group (clean shutdown), SIGKILL after `timeout`."""
-        if self.process.poll() is None:
-            _signal_group(self.process, signal.SIGTERM)
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(self.process, signal.SIGKILL)
-        return self.process.wait()
-
-
-def launch_service(
-    brokers: str,
-    extra_args: Sequence[str],
-    log_path: Path,
-    env: Mapping[str, str] | None = None,
-) -> ServiceProcess:
-    """Start `python -m service serve --brokers B --listen 127.0.0.1:<free port> ...`."""
-    port = free_port()
-    command = [sys.executable, "-m", "service", "serve", "--brokers", brokers]
-    command += ["--listen", f"127.0.0.1:{port}", *extra_args]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    launched = time.monotonic()
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    return ServiceProcess(f"http://127.0.0.1:{port}", process, log_path, command, launched)
-
-
-def wait_for_status(
-    service: ServiceProcess,
-    path: str,
-    status: int = 200,
-    timeout: float = 60.0,
-    interval: float = 0.02,
-) -> float:
-    """Poll `path` until it answers `status`; return the monotonic time it first did."""
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            service.check_alive()
-            try:
-                if client.get(service.url + path).status_code == status:
-                    return time.monotonic()
-            except httpx.HTTPError:
-                pass
-            time.sleep(interval)
-    service.stop()
-    raise ServiceError(
-        f"{path} did not answer {status} within {timeout:.0f} s:\n{service.log_tail()}"
-    )
+from service.devtools.service_process import ServiceProcess
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -142,10 +44,3 @@ def maps_mention(pid: int, word: str) -> bool:
         return word in Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return False
-
-
-def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:
-        pass

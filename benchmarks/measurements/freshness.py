@@ -21,7 +21,8 @@ from benchmarks.environment import REPO_ROOT
 from benchmarks.model import serve_model_args
 from benchmarks.publishing import send
 from benchmarks.report import MeasurementResult, percentile
-from benchmarks.service_process import ServiceProcess, launch_service, scrape, wait_for_status
+from benchmarks.service_process import scrape
+from service.devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 NAME = "freshness"
 POLL_SECONDS = 0.02

@@ -33,8 +33,9 @@ from benchmarks.profiling import (
 )
 from benchmarks.publishing import PublishResult, publish_all
 from benchmarks.report import MeasurementResult
-from benchmarks.service_process import ServiceProcess, launch_service, scrape
+from benchmarks.service_process import scrape
 from service.config import DELAY_TOPIC, LOSS_TOPIC, Settings
+from service.devtools.service_process import ServiceProcess, launch_service
 from service.ingest.pipeline import IngestPipeline
 from service.ingest.stomp_source import SubscriptionSpec, subscription_target
 from service.parse.records import MeasurementKind

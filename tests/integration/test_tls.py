@@ -34,9 +34,9 @@ from service.devtools.activemq import (
     issue_client_certificate,
     start_activemq,
 )
+from service.devtools.service_process import REPO_ROOT
 from service.errors import ConfigError
 from service.runtime import broker_tls_files
-from tests.conftest import REPO_ROOT
 from tests.integration.wire import current_minute_ts, get_json, metric_value, sample_body, wait_for
 
 LOSS = "/topic/perfsonar.raw.packet-loss-rate"
