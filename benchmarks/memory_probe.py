@@ -20,15 +20,23 @@ import tracemalloc
 from pathlib import Path
 
 from benchmarks.link_fill import fill_buffers, fill_index
+from service.ingest.parser_processes import ParserProcesses
+from service.parse.records import MeasurementKind
 
 
-def _rss() -> dict[str, int]:
+def _rss(pid: int | str = "self") -> dict[str, int]:
     values = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, rest = line.partition(":")
         if key in ("VmRSS", "VmHWM"):
             values[key] = int(rest.split()[0]) * 1024
     return values
+
+
+def _parsers_rss(parsers: ParserProcesses) -> int:
+    """RSS of the parser processes after they parsed a message (imports done)."""
+    parsers.parse([(MeasurementKind.LOSS, b"{}")])
+    return sum(_rss(pid)["VmRSS"] for pid in parsers.pids)
 
 
 def probe(n_links: int, model: str) -> dict[str, object]:
@@ -56,6 +64,7 @@ def probe(n_links: int, model: str) -> dict[str, object]:
     gzip_bytes = len(matrix.gzip_body)
     gc.collect()
     rss = _rss()
+    parsers_rss = _parsers_rss(runtime.parsers) if runtime.parsers else 0
     buffers = state.buffers
     return {
         "links": n_links,
@@ -65,6 +74,7 @@ def probe(n_links: int, model: str) -> dict[str, object]:
         "index_bytes_per_link": index_bytes / n_links,
         "rss_baseline": baseline,
         "rss_after_cycle": rss["VmRSS"],
+        "rss_parsers": parsers_rss,
         "rss_peak": rss["VmHWM"],
         "matrix_body_bytes": len(matrix.body),
         "matrix_gzip_bytes": gzip_bytes,

@@ -42,7 +42,8 @@ class PySpyRecording:
             return None
         output.parent.mkdir(parents=True, exist_ok=True)
         log = output.with_suffix(".log")
-        command = [executable, "record", "--pid", str(pid), "--rate", str(rate), "--nonblocking"]
+        command = [executable, "record", "--pid", str(pid), "--rate", str(rate)]
+        command += ["--nonblocking", "--gil"]
         command += ["--format", "raw", "--output", str(output)]
         with log.open("wb") as handle:
             process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)

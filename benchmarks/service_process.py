@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import httpx
 
 from service.devtools.service_process import ServiceProcess
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -44,3 +47,26 @@ def maps_mention(pid: int, word: str) -> bool:
         return word in Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return False
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far (0.0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def children_of(pid: int) -> list[int]:
+    """Live child processes of `pid` (e.g. the service's parser processes)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                children.append(int(entry.name))
+    return children

@@ -83,6 +83,13 @@ class Settings(BaseSettings):
         description="broker prefetch (messages); ActiveMQ 5.17 duplicated and lost messages when "
         "durable subscribers drained a backlog with 5,000 or more",
     )
+    parse_processes: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="child processes that parse incoming messages, off the GIL of the process "
+        "that receives them (0: parse in the ingest thread)",
+    )
     state_dir: Path | None = Field(
         None, description="directory for state snapshots; unset = no persistence (auto acks)"
     )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from service.ingest.ack_token import AckToken
-from service.ingest.pipeline import Frame, IngestPipeline
+from service.ingest.pipeline import Frame, IngestPipeline, ParsedFrames
 from service.state.journal import Journal
 from service.state.snapshot_codec import encode_state
 from service.state.snapshot_store import SnapshotStore
@@ -60,13 +60,20 @@ class Persistence:
         return replayed
 
     def apply_batch(self, frames: Sequence[Frame]) -> None:
-        """Apply, journal, fsync, then acknowledge one batch (the frame batcher's sink)."""
-        self._pipeline.handle_frames(frames)
+        """Parse, apply, journal, fsync, then acknowledge one batch."""
+        self.apply_parsed(self._pipeline.parse_frames(frames))
+
+    def apply_parsed(self, parsed: ParsedFrames) -> None:
+        """Apply, journal, fsync, then acknowledge one parsed batch (the frame batcher's sink)."""
+        self._pipeline.apply_parsed(parsed)
         self._journal.append(
-            [(dest, body if isinstance(body, bytes) else body.encode()) for dest, body, _ in frames]
+            [
+                (dest, body if isinstance(body, bytes) else body.encode())
+                for dest, body, _ in parsed.frames
+            ]
         )
         latest: dict[str, AckToken] = {}
-        for _, _, token in frames:
+        for _, _, token in parsed.frames:
             if token is not None:
                 latest[token.subscription] = token
         self._acknowledge(latest.values())

@@ -11,6 +11,7 @@ from service.broker_link import TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
 from service.ingest.frame_batcher import FrameBatcher
+from service.ingest.parser_processes import ParserProcesses
 from service.ingest.pipeline import IngestPipeline
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.matrix.cycle import MatrixCycle
@@ -35,6 +36,7 @@ class Runtime:
     batcher: FrameBatcher
     model: ModelSlot | None = None
     persistence: Persistence | None = None
+    parsers: ParserProcesses | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
@@ -52,6 +54,8 @@ class Runtime:
         if self.persistence is not None:
             self.persistence.stop()
         self.source.stop()
+        if self.parsers is not None:
+            self.parsers.stop()
 
     def reload_model(self) -> ModelInfo:
         """Re-read the model bundle without touching link state; ModelBundleError keeps the old."""
@@ -79,8 +83,11 @@ def build_runtime(settings: Settings) -> Runtime:
         settings.delay_topic: MeasurementKind.DELAY,
         settings.loss_topic: MeasurementKind.LOSS,
     }
-    pipeline = IngestPipeline(state, topics, log=logging.getLogger("nettel.ingest"))
-    batcher = FrameBatcher(pipeline.handle_frames)
+    log = logging.getLogger("nettel.ingest")
+    count = settings.parse_processes
+    parsers = ParserProcesses(count, log=log) if count else None
+    pipeline = IngestPipeline(state, topics, log=log, parser=parsers.parse if parsers else None)
+    batcher = FrameBatcher(pipeline.parse_frames, pipeline.apply_parsed)
     source = StompSource(
         settings.brokers,
         list(topics),
@@ -107,8 +114,8 @@ def build_runtime(settings: Settings) -> Runtime:
             pipeline, store, journal, source.acknowledge, settings.snapshot_interval
         )
         persistence.replay_journal()
-        batcher.sink = persistence.apply_batch
-    return Runtime(settings, pipeline, cycle, source, batcher, model, persistence)
+        batcher.sink = persistence.apply_parsed
+    return Runtime(settings, pipeline, cycle, source, batcher, model, persistence, parsers)
 
 
 def broker_tls_files(settings: Settings) -> TlsFiles | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cProfile
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -33,7 +34,7 @@ from benchmarks.profiling import (
 )
 from benchmarks.publishing import PublishResult, publish_all
 from benchmarks.report import MeasurementResult
-from benchmarks.service_process import scrape
+from benchmarks.service_process import children_of, cpu_seconds, scrape
 from service.config import DELAY_TOPIC, LOSS_TOPIC, Settings
 from service.devtools.service_process import ServiceProcess, launch_service
 from service.ingest.pipeline import IngestPipeline
@@ -71,9 +72,29 @@ METHOD = (
     ">= N - received at the first poll that saw any) / (time of the last message at that poll, "
     "i.e. poll time - `nettel_seconds_since_last_message`, - time of the first poll). Both "
     "consumers then listen 2 s more to count redeliveries. py-spy samples the service until its "
-    "N-th message (`--nonblocking`, 100 Hz). Finally the parse+apply pipeline alone runs "
-    "in-process (no broker) on the first 20,000 messages, once timed and once under cProfile."
+    "N-th message (`--nonblocking --gil`, 100 Hz: only samples of the thread holding the GIL, "
+    "so the shares say where the receiving process's one core of Python goes; the parser "
+    "processes are not sampled). Finally the parse+apply pipeline alone runs "
+    "in-process (no broker) on the first 20,000 messages, once timed and once under cProfile. "
+    "CPU per message: user + system time (/proc) of the broker, of the bare consumer (its whole "
+    "run) and of the service process and its parser processes (from the first poll that saw a "
+    "message to the N-th message), divided by the messages in that span; the two cores are "
+    "the budget all of them share."
 )
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """CPU seconds used so far by the service process, its parser processes and the broker."""
+
+    receiving: float
+    parsers: float
+    broker: float
+
+    @classmethod
+    def take(cls, service_pid: int, broker_pid: int) -> CpuReading:
+        parsers = sum(cpu_seconds(child) for child in children_of(service_pid))
+        return cls(cpu_seconds(service_pid), parsers, cpu_seconds(broker_pid))
 
 
 @dataclass
@@ -90,6 +111,8 @@ class Drain:
     cycles: int = 0
     timeline: list[tuple[float, int]] = field(default_factory=list)
     profile: dict | None = None
+    cpu_first: CpuReading | None = None
+    cpu_reached: CpuReading | None = None
 
     def rate(self) -> float | None:
         """Messages per second from the first poll that saw any to the N-th message."""
@@ -118,9 +141,11 @@ def run(ctx: SuiteContext) -> MeasurementResult:
         ctx.log("ingest: publishing")
         published = publish_all(broker.brokers, corpus.messages, sizes.producer_threads)
         ctx.log(f"ingest: published at {published.rate:,.0f} msg/s; bare consumer draining")
+        broker_before = cpu_seconds(broker.pid)
         bare = _run_bare_consumer(ctx, broker.brokers, len(corpus.messages))
+        bare["broker_cpu"] = cpu_seconds(broker.pid) - broker_before
         ctx.log(f"ingest: bare {bare.get('rate') or 0:,.0f} msg/s; service draining")
-        drain = _drain_service(ctx, broker.brokers, len(corpus.messages))
+        drain = _drain_service(ctx, broker.brokers, len(corpus.messages), broker.pid)
         result.details["broker_limits"] = broker_limits(broker)
         result.details["flow_control_log_lines"] = flow_control_lines(broker)[:20]
     ctx.log("ingest: in-process pipeline")
@@ -154,19 +179,26 @@ def _run_bare_consumer(ctx: SuiteContext, brokers: str, expected: int) -> dict:
     command += ["--client-id", BARE_CLIENT, "--topics", ",".join(TOPICS)]
     command += ["--expect", str(expected), "--prefetch", str(PREFETCH), "--output", str(output)]
     command += ["--idle-timeout", str(IDLE_TIMEOUT)]
+    before = _children_cpu()
     with (ctx.logs / "bare-consumer.log").open("wb") as log:
         subprocess.run(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, check=False)
-    return json.loads(output.read_text()) if output.exists() else {"received": 0}
+    bare = json.loads(output.read_text()) if output.exists() else {"received": 0}
+    return bare | {"cpu": _children_cpu() - before}
 
 
-def _drain_service(ctx: SuiteContext, brokers: str, expected: int) -> Drain:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _drain_service(ctx: SuiteContext, brokers: str, expected: int, broker_pid: int) -> Drain:
     args = [*serve_model_args(), "--subscription", "durable", "--client-id", SERVICE_CLIENT]
     args += ["--prefetch", str(PREFETCH)]
     service = launch_service(brokers, args, ctx.logs / "ingest-service.log")
     drain, spy = Drain(), None
     try:
         with httpx.Client(timeout=5.0) as client:
-            spy = _poll_until_drained(client, service, expected, drain)
+            spy = _poll_until_drained(client, service, expected, drain, broker_pid)
     finally:
         if spy is not None:
             folded = spy.stop()
@@ -177,7 +209,7 @@ def _drain_service(ctx: SuiteContext, brokers: str, expected: int) -> Drain:
 
 
 def _poll_until_drained(
-    client: httpx.Client, service: ServiceProcess, expected: int, drain: Drain
+    client: httpx.Client, service: ServiceProcess, expected: int, drain: Drain, broker_pid: int
 ) -> PySpyRecording | None:
     """Poll /metrics until N messages arrived and then GRACE_SECONDS passed without a change."""
     spy, last_change = None, time.monotonic()
@@ -195,9 +227,12 @@ def _poll_until_drained(
             )
         if _record_poll(drain, metrics, polled_at):
             last_change = time.monotonic()
+        if drain.first_poll is not None and drain.cpu_first is None:
+            drain.cpu_first = CpuReading.take(service.pid, broker_pid)
         if drain.received >= expected and drain.reached is None:
             last_message = polled_at - metrics["nettel_seconds_since_last_message"]
             drain.reached = (last_message, drain.received)
+            drain.cpu_reached = CpuReading.take(service.pid, broker_pid)
             if spy is not None:
                 spy.stop()
         time.sleep(max(0.0, POLL_SECONDS - (time.time() - polled_at)))
@@ -269,8 +304,39 @@ def _rate_figures(
     result.add("service_to_bare", "service / bare (same run)", ratio, "x")
     result.target("service_to_bare", "service rate / bare stomp.py rate", ratio, ">=", 0.8, "x")
     result.target("service_rate", "service rate", service_rate, ">=", 10_000, "msg/s")
+    _cpu_figures(result, bare, drain, n)
     _delivery_notes(result, corpus, bare, drain)
     result.details["service_timeline"] = drain.timeline[:: max(1, len(drain.timeline) // 200)]
+
+
+def _cpu_figures(result: MeasurementResult, bare: dict, drain: Drain, n: int) -> None:
+    """CPU time per message of each process in both runs: where the two cores went."""
+    per_message = 1e6 / n
+    result.add(
+        "cpu_bare_broker",
+        "CPU per message, bare run: broker",
+        bare.get("broker_cpu", 0) * per_message,
+        "µs",
+    )
+    result.add(
+        "cpu_bare_consumer",
+        "CPU per message, bare run: bare consumer",
+        bare.get("cpu", 0) * per_message,
+        "µs",
+    )
+    first, last = drain.cpu_first, drain.cpu_reached
+    if first is None or last is None or drain.first_poll is None or drain.reached is None:
+        return
+    messages = drain.reached[1] - drain.first_poll[1]
+    if messages <= 0:
+        return
+    for key, label in [
+        ("broker", "service run: broker"),
+        ("receiving", "service run: service process (receive, apply, cycle, HTTP)"),
+        ("parsers", "service run: parser processes"),
+    ]:
+        used = getattr(last, key) - getattr(first, key)
+        result.add(f"cpu_service_{key}", f"CPU per message, {label}", used / messages * 1e6, "µs")
 
 
 def _bare_figures(result: MeasurementResult, bare: dict, n: int) -> float | None:
@@ -318,7 +384,7 @@ def _delivery_notes(result: MeasurementResult, corpus: Corpus, bare: dict, drain
 def _profile_details(result: MeasurementResult, spy: dict | None, alone: dict) -> None:
     tables = []
     if spy is not None:
-        title = f"py-spy, service during the drain ({spy['samples']:,} active samples)"
+        title = f"py-spy, service during the drain ({spy['samples']:,} samples holding the GIL)"
         tables.append(thread_table(f"{title}: threads", spy))
         tables.append(profile_table(f"{title}: functions", spy))
         result.details["py_spy"] = spy

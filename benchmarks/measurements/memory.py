@@ -19,9 +19,11 @@ METHOD = (
     "when shipped) and the HTTP app, fills the link state (index through `LinkIndex.row_for` "
     "under tracemalloc; buffers grown row by row, so capacity doubles as in ingest, then filled "
     "with numpy), runs one matrix cycle, gzips the body once, collects garbage and reads VmRSS "
-    "and VmHWM from /proc/self/status. Link state per link = `LinkBuffers.nbytes_per_link()` "
-    "(bytes per allocated row) + the index's traced bytes per link; the capacity headroom of "
-    "doubling is reported separately. TensorFlow/Keras: whether either is in `sys.modules`."
+    "and VmHWM from /proc/self/status, and VmRSS of the parser processes the runtime spawned "
+    "(after they parsed one message; the RSS target counts both). Link state per link = "
+    "`LinkBuffers.nbytes_per_link()` (bytes per allocated row) + the index's traced bytes per "
+    "link; the capacity headroom of doubling is reported separately. TensorFlow/Keras: "
+    "whether either is in `sys.modules`."
 )
 
 
@@ -84,6 +86,12 @@ def _figures(result: MeasurementResult, p: dict) -> None:
     result.add(f"rss_{key}", f"{n:,} links: RSS after one cycle", p["rss_after_cycle"] / MIB, "MiB")
     result.add(f"rss_peak_{key}", f"{n:,} links: peak RSS", p["rss_peak"] / MIB, "MiB")
     result.add(
+        f"rss_parsers_{key}",
+        f"{n:,} links: RSS of the parser processes",
+        p["rss_parsers"] / MIB,
+        "MiB",
+    )
+    result.add(
         f"body_{key}",
         f"{n:,} links: matrix body / gzip",
         f"{p['matrix_body_bytes'] / MIB:.1f} / {p['matrix_gzip_bytes'] / MIB:.1f} MiB",
@@ -101,10 +109,9 @@ def _targets(result: MeasurementResult, probes: list[dict]) -> None:
     result.target(
         "state_per_link", "link state per link (largest of the sizes)", per_link, "<=", 1024, "B"
     )
-    rss = largest["rss_after_cycle"] / MIB
-    result.target(
-        "rss_largest", f"RSS at {largest['links']:,} links after one cycle", rss, "<=", 500, "MiB"
-    )
+    rss = (largest["rss_after_cycle"] + largest["rss_parsers"]) / MIB
+    label = f"RSS at {largest['links']:,} links after one cycle (with parser processes)"
+    result.target("rss_largest", label, rss, "<=", 500, "MiB")
     tf = any(p["tensorflow_imported"] or p["keras_imported"] for p in probes)
     result.target(
         "tensorflow_imported", "TensorFlow/Keras imported (1 = yes)", float(tf), "<=", 0, ""

@@ -1,4 +1,8 @@
-"""From a received frame to link state: route by topic, parse, apply, count and log rejects."""
+"""From a received frame to link state: route by topic, parse, apply, count and log rejects.
+
+Parsing (`parse_frames`) needs no lock and may run on another thread than applying
+(`apply_parsed`), so the frame batcher overlaps the parse of one batch with the apply of the last.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,17 @@ from service.parse.records import MeasurementKind, ParsedMessage
 from service.state.link_state import LinkState
 
 Frame = tuple[str, bytes | str, AckToken | None]
+ParseInput = Sequence[tuple[MeasurementKind, bytes | str]]
+Parser = Callable[[ParseInput], list[ParsedMessage | RejectedInput]]
+
+
+@dataclass(frozen=True)
+class ParsedFrames:
+    """A batch of frames with the parse result of each one that has a known topic."""
+
+    frames: Sequence[Frame]
+    kinds: list[MeasurementKind | None]
+    results: list[ParsedMessage | RejectedInput]
 
 
 @dataclass
@@ -41,12 +56,14 @@ class IngestPipeline:
         limits: InputLimits = InputLimits(),
         clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
+        parser: Parser | None = None,
     ) -> None:
+        """`parser` replaces in-thread `parse_messages` (e.g. by ParserProcesses.parse)."""
         self.state = state
         self.lock = threading.Lock()
         self.counters = IngestCounters()
         self._topics = topics
-        self._limits = limits
+        self._parse = parser or (lambda frames: parse_messages(frames, limits))
         self._clock = clock
         self._reject_log = RateLimitedRejectLog(log or logging.getLogger("nettel.ingest"))
 
@@ -55,16 +72,22 @@ class IngestPipeline:
         return self.handle_frames([(destination, body, ack)])
 
     def handle_frames(self, frames: Sequence[Frame]) -> int:
-        """Apply a batch of frames under one lock; returns datapoints stored. Never raises."""
+        """Parse and apply a batch of frames; returns datapoints stored. Never raises."""
+        return self.apply_parsed(self.parse_frames(frames))
+
+    def parse_frames(self, frames: Sequence[Frame]) -> ParsedFrames:
+        """Route by topic and parse; touches no state, so it needs no lock."""
+        kinds = [self._topics.get(destination) for destination, _, _ in frames]
+        known = [(kind, frame[1]) for kind, frame in zip(kinds, frames, strict=True) if kind]
+        return ParsedFrames(frames, kinds, self._parse(known))
+
+    def apply_parsed(self, parsed: ParsedFrames) -> int:
+        """Apply a parsed batch under one lock; returns datapoints stored. Never raises."""
         now = self._clock()
-        routed = [(self._topics.get(destination), body) for destination, body, _ in frames]
-        parsed = parse_messages(
-            [(kind, body) for kind, body in routed if kind is not None], self._limits
-        )
-        results = iter(parsed)
+        results = iter(parsed.results)
         applied = 0
         with self.lock:
-            for (destination, _, _), (kind, _) in zip(frames, routed, strict=True):
+            for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True):
                 self._count_message(destination, now)
                 if kind is None:
                     self._reject(RejectReason.UNKNOWN_TOPIC, destination[:80], destination)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from service.errors import RejectReason
 from service.parse.histogram import HistogramStats
@@ -16,8 +17,7 @@ class MeasurementKind(StrEnum):
     LOSS = "packet-loss-rate"
 
 
-@dataclass(frozen=True, slots=True)
-class LinkEndpoints:
+class LinkEndpoints(NamedTuple):
     """A directed link: sender and receiver IPs plus the host names the toolkit reported."""
 
     source: str

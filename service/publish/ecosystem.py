@@ -104,6 +104,7 @@ def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
         passcode=settings.broker_passcode(),
         heartbeat_ms=settings.heartbeat_ms,
         tls=broker_tls_files(settings),
+        min_interval=settings.interval,
     )
 
 

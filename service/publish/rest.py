@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 import orjson
 from fastapi import FastAPI, Header, HTTPException, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 from service.errors import ModelBundleError
 from service.matrix.link_detail import build_link_detail
@@ -31,6 +32,9 @@ from service.publish.schemas import (
 from service.runtime import Runtime
 
 JSON = "application/json"
+#: Selections up to this many links are answered on the event loop (well under a millisecond,
+#: no thread hop); larger ones in the thread pool so that they do not hold up other requests.
+INLINE_LINKS = 500
 Endpoint = Annotated[str | None, Query(max_length=255, description="IP, host name or site name")]
 
 
@@ -71,7 +75,7 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
             503: {"description": "no cost matrix computed yet"},
         },
     )
-    def costmatrix(
+    async def costmatrix(
         request: Request,
         source: Endpoint = None,
         destination: Endpoint = None,
@@ -83,12 +87,9 @@ def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
         if source is None and destination is None and level == "host" and format == "links":
             return _full_matrix_response(request, matrix)
         links = matrix.select(source, destination)
-        if level == "site":
-            links = aggregate_sites(links)
-        document = matrix.document(links)
-        if format == "matrix":
-            document = {k: v for k, v in document.items() if k != "links"} | dense_matrix(links)
-        return Response(orjson.dumps(document), media_type=JSON)
+        if len(links) > INLINE_LINKS:
+            return await run_in_threadpool(_selection_response, matrix, links, level, format)
+        return _selection_response(matrix, links, level, format)
 
     @app.get(
         "/links/{source}/{destination}",
@@ -159,6 +160,18 @@ def _reload_quietly(runtime: Runtime) -> None:
         runtime.reload_model()
     except ModelBundleError as error:
         logging.getLogger("nettel.model").error("model reload refused", extra={"error": str(error)})
+
+
+def _selection_response(
+    matrix: CostMatrix, links: list, level: Literal["host", "site"], format: str
+) -> Response:
+    """A filtered matrix, aggregated by site and/or dense as asked."""
+    if level == "site":
+        links = aggregate_sites(links)
+    document = matrix.document(links)
+    if format == "matrix":
+        document = {k: v for k, v in document.items() if k != "links"} | dense_matrix(links)
+    return Response(orjson.dumps(document), media_type=JSON)
 
 
 def _full_matrix_response(request: Request, matrix: CostMatrix) -> Response:

@@ -7,6 +7,11 @@ summary point `[last_measurement, {"ml": "<utilisation>", "empirical": "<score>"
 numbers as strings as netTel wrote them (null when unknown) plus nettel's `cost` (string),
 `congested` (boolean) and `model_version` (string, null without a model).
 
+Links are published at most once per `min_interval` (the service's cycle `interval`), diffed
+against the last published matrix: recomputes triggered by fresh data come every second or two
+while messages stream in, and netTel itself published once per link per minute; sending every
+link on each of them would double the broker's traffic for no consumer's benefit.
+
 The matrix observer only diffs and queues; a background thread serialises and sends over its
 own STOMP connection, reconnecting with capped backoff. The queue holds `max_batches` cycles;
 when the broker is slower than that, the oldest batch is dropped with a log line.
@@ -16,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,9 +157,15 @@ class TelemetryPublisher:
         tls: TlsFiles | None = None,
         max_batches: int = 8,
         max_backoff_seconds: float = 30.0,
+        min_interval: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
         log: logging.Logger | None = None,
     ) -> None:
         self._brokers = list(brokers)
+        self._min_interval = min_interval
+        self._clock = clock
+        self._published: CostMatrix | None = None
+        self._published_at = -float("inf")
         self._topic = topic
         self._credentials = (user, passcode)
         self._heartbeat_ms = heartbeat_ms
@@ -166,8 +178,12 @@ class TelemetryPublisher:
         self._thread = threading.Thread(target=self._run, name="telemetry-publisher", daemon=True)
 
     def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
-        """Matrix observer (cycle thread): queue the changed links, nothing slower."""
-        links = changed_links(previous, current)
+        """Matrix observer (cycle thread): queue the links changed since the last publication."""
+        now = self._clock()
+        if now - self._published_at < self._min_interval:
+            return
+        links = changed_links(self._published, current)
+        self._published, self._published_at = current, now
         if links:
             version = current.model.version if current.model else None
             self._queue.put(Batch(links, version))

@@ -87,6 +87,24 @@ def test_a_slow_broker_drops_the_oldest_batch_with_a_log_line(caplog):
     ]
 
 
+def test_links_are_published_at_most_once_per_interval_with_the_changes_in_between():
+    now = [100.0]
+    publisher = TelemetryPublisher(
+        [("127.0.0.1", 9)], TOPIC, min_interval=10.0, clock=lambda: now[0]
+    )
+    quiet = host_link("192.0.2.1", "192.0.2.2")
+    first, second, third = (make_matrix([LINK | {"cost": c}, quiet]) for c in (0.1, 0.2, 0.3))
+    publisher.observe(None, first)
+    assert publisher._queue.peek(0).links == list(first.links)
+    publisher._queue.done(publisher._queue.peek(0))
+    now[0] += 5.0
+    publisher.observe(first, second)  # within the interval: held back
+    assert publisher._queue.peek(0) is None
+    now[0] += 5.0
+    publisher.observe(second, third)  # diffed against what was published, not against `second`
+    assert publisher._queue.peek(0).links == [LINK | {"cost": 0.3}]
+
+
 class Subscriber(stomp.ConnectionListener):
     """Collects (headers, parsed body) of every message on one destination."""
 

@@ -1,0 +1,80 @@
+"""ParserProcesses: child processes give the same results as in-thread parsing and survive death."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from service.errors import RejectedInput
+from service.ingest.parser_processes import MIN_SPLIT, ParserProcesses
+from service.parse.perfsonar import parse_messages
+from service.parse.records import MeasurementKind
+from tests.message_factory import BASE_TS, body, meta, sample_body
+
+
+def mixed_frames(n: int) -> list[tuple[MeasurementKind, bytes]]:
+    """Valid delay and loss messages for distinct links, with hostile ones in between."""
+    frames = []
+    for i in range(n):
+        link = meta(source=f"10.1.{i // 250}.{i % 250}")
+        if i % 7 == 3:
+            frames.append((MeasurementKind.LOSS, b'{"meta": 5'))
+        elif i % 2:
+            frames.append((MeasurementKind.LOSS, body({BASE_TS: 0.01 * (i % 100)}, link)))
+        else:
+            histogram = {"1.5": 10 + i % 5, f"{2 + i % 3}.25": 590}
+            frames.append((MeasurementKind.DELAY, body({BASE_TS: histogram}, link)))
+    return frames
+
+
+def comparable(results: list) -> list:
+    return [(r.reason, r.detail) if isinstance(r, RejectedInput) else r for r in results]
+
+
+@pytest.fixture
+def two_parsers():
+    parsers = ParserProcesses(2)
+    yield parsers
+    parsers.stop()
+
+
+def test_results_equal_in_thread_parsing_in_order(two_parsers: ParserProcesses) -> None:
+    frames = mixed_frames(3 * MIN_SPLIT + 5)  # split across both children
+    frames.append((MeasurementKind.DELAY, sample_body("owdelay-histogram-real.json")))
+
+    results = two_parsers.parse(frames)
+
+    assert comparable(results) == comparable(parse_messages(frames))
+    assert round(results[-1].delays[0][1].median, 2) == 2.60
+    assert two_parsers.parse([]) == []
+
+
+def test_a_killed_child_is_replaced_and_the_batch_still_parsed(
+    two_parsers: ParserProcesses, caplog: pytest.LogCaptureFixture
+) -> None:
+    frames = mixed_frames(2 * MIN_SPLIT)
+    first_child = two_parsers._children[0][0]
+    first_child.kill()
+    first_child.join()
+
+    with caplog.at_level(logging.ERROR, "nettel.ingest"):
+        results = two_parsers.parse(frames)
+
+    assert comparable(results) == comparable(parse_messages(frames))
+    assert "parser process failed" in caplog.text
+    assert all(process.is_alive() for process, _ in two_parsers._children)
+    assert comparable(two_parsers.parse(frames)) == comparable(results)  # the new children work
+
+
+def test_stop_ends_the_children() -> None:
+    parsers = ParserProcesses(1)
+    ((process, _),) = parsers._children
+    parsers.parse(mixed_frames(3))
+    parsers.stop()
+    assert not process.is_alive()
+
+
+def test_count_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        ParserProcesses(0)
