@@ -1,6 +1,6 @@
 """Recomputes the cost matrix every `interval`, and soon after new data arrives.
 
-New data reaches the matrix within `freshness` seconds, but recomputes are spaced at least three
+New data reaches the matrix within `freshness` seconds, but recomputes start at least three
 cycle durations apart so that at any link count they take at most about a third of a core. A
 completed back-fill is thus in the matrix about `freshness` seconds after its last message.
 """
@@ -79,15 +79,15 @@ class MatrixCycle:
         return build_cost_matrix(view, analysis, info, view.taken_at, previous)
 
     def _run(self) -> None:
-        last_cycle = float("-inf")
+        last_start = float("-inf")
         while not self._stop.wait(TICK_SECONDS):
-            since = time.monotonic() - last_cycle
+            since = time.monotonic() - last_start
             if since >= self._interval or (self._has_new_data() and since >= self._min_gap()):
+                last_start = time.monotonic()
                 try:
                     self.recompute()
                 except Exception:  # a failed cycle keeps the previous snapshot in service
                     self._log.exception("matrix recompute failed")
-                last_cycle = time.monotonic()
 
     def _min_gap(self) -> float:
         return max(self._freshness, DUTY_FACTOR * self._last_duration)
