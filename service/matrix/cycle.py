@@ -1,7 +1,7 @@
 """Recomputes the cost matrix every `interval`, and soon after new data arrives.
 
-New data reaches the matrix within `freshness` seconds, but recomputes start at least three
-cycle durations apart so that at any link count they take at most about a third of a core. A
+New data reaches the matrix within `freshness` seconds, but recomputes start at least five
+cycle durations apart so that at any link count they take at most about a fifth of a core. A
 completed back-fill is thus in the matrix about `freshness` seconds after its last message.
 """
 
@@ -20,7 +20,7 @@ from service.memory import FreeMemoryReleaser
 
 TICK_SECONDS = 0.1
 #: Recomputes are at least this many cycle durations apart.
-DUTY_FACTOR = 3.0
+DUTY_FACTOR = 5.0
 
 
 class MatrixCycle:
