@@ -94,11 +94,11 @@ def compute_histogram_batch(
     mean = np.bincount(segment, weights=d * c, minlength=k) / safe
     deviation = d - mean[segment]
     std = np.sqrt(np.bincount(segment, weights=c * deviation * deviation, minlength=k) / safe)
-    ranked = _ranked_delays(d, c, packets)
-    return [
-        _stats(packets[i], mean[i], std[i], ranked[:, i], dropped[i]) if packets[i] else None
-        for i in range(k)
-    ]
+    columns = zip(
+        packets.tolist(), mean.tolist(), std.tolist(), *_ranked_delays(d, c, packets).tolist(),
+        dropped.tolist(), strict=True,
+    )  # fmt: skip
+    return [_stats(*values) if values[0] else None for values in columns]
 
 
 def _ranked_delays(d: np.ndarray, c: np.ndarray, packets: np.ndarray) -> np.ndarray:
@@ -111,14 +111,20 @@ def _ranked_delays(d: np.ndarray, c: np.ndarray, packets: np.ndarray) -> np.ndar
 
 
 def _stats(
-    packets: float, mean: float, std: float, ranked: np.ndarray, dropped: float
+    packets: float,
+    mean: float,
+    std: float,
+    lower_mid: float,
+    upper_mid: float,
+    p95: float,
+    minimum: float,
+    dropped: float,
 ) -> HistogramStats:
-    lower_mid, upper_mid, p95, minimum = (float(x) for x in ranked)
     n = int(packets)
     return HistogramStats(
         packets=n,
-        mean=float(mean),
-        std=float(std),
+        mean=mean,
+        std=std,
         median=lower_mid if n % 2 else (lower_mid + upper_mid) / 2,
         minimum=minimum,
         p95=p95,

@@ -112,7 +112,32 @@ def _require_object(value: Any, name: str) -> dict[str, Any]:
     return value
 
 
+#: Links already parsed, by their raw meta fields and the string limit; ~250 toolkits send the
+#: same few tens of thousands of (source, destination, host, host) combinations over and over.
+_LINKS: dict[tuple[Any, ...], LinkEndpoints] = {}
+_LINK_CACHE_LIMIT = 1 << 17
+
+
 def _parse_link(meta: dict[str, Any], limits: InputLimits) -> LinkEndpoints:
+    key = (
+        limits.max_string_length,
+        meta.get("source"),
+        meta.get("destination"),
+        meta.get("input_source"),
+        meta.get("input_destination"),
+    )
+    if not all(type(x) is str or x is None for x in key[1:]):
+        return _checked_link(meta, limits)  # hostile types: never cached, always refused
+    link = _LINKS.get(key)
+    if link is None:
+        link = _checked_link(meta, limits)
+        if len(_LINKS) >= _LINK_CACHE_LIMIT:
+            _LINKS.clear()
+        _LINKS[key] = link
+    return link
+
+
+def _checked_link(meta: dict[str, Any], limits: InputLimits) -> LinkEndpoints:
     source = _ip_field(meta, "source", limits)
     destination = _ip_field(meta, "destination", limits)
     return LinkEndpoints(
