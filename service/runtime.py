@@ -105,7 +105,11 @@ def build_runtime(settings: Settings) -> Runtime:
     )
     model = load_model_slot(settings)
     cycle = MatrixCycle(
-        pipeline, settings.interval, model.current if model else None, settings.freshness
+        pipeline,
+        settings.interval,
+        model.current if model else None,
+        settings.freshness,
+        backlog=batcher.queued,
     )
     persistence = None
     if store is not None:

@@ -366,12 +366,12 @@ def _service_figures(result: MeasurementResult, drain: Drain, n: int) -> float |
 
 def _delivery_notes(result: MeasurementResult, corpus: Corpus, bare: dict, drain: Drain) -> None:
     n = len(corpus.messages)
+    which = "the service's default" if PREFETCH == DEFAULT_PREFETCH else "not the default"
     result.notes.append(
-        f"Both consumers use prefetch {PREFETCH:,}, not the service's default "
-        f"{DEFAULT_PREFETCH:,}: on this broker a durable subscription draining a stored backlog "
-        "with prefetch 5,000 or 20,000 got duplicates and missed messages (up to a quarter at "
-        "20,000), bare stomp.py consumer and service alike; with 1,000 or 2,000 every message "
-        "arrived exactly once."
+        f"Both consumers use prefetch {PREFETCH:,} ({which}): on this broker a durable "
+        "subscription draining a stored backlog with prefetch 5,000 or 20,000 got duplicates and "
+        "missed messages (up to a quarter at 20,000), bare stomp.py consumer and service alike; "
+        "with 1,000 or 2,000 every message arrived exactly once."
     )
     if drain.received != n or drain.applied != corpus.datapoints or bare.get("unique") != n:
         result.notes.append(

@@ -49,6 +49,10 @@ class FrameBatcher:
         for thread in self._threads:
             thread.start()
 
+    def queued(self) -> int:
+        """Received frames not yet taken by the parse stage (approximate, as queues are)."""
+        return self._queue.qsize()
+
     def put(self, destination: str, body: bytes, ack: AckToken | None) -> None:
         self._queue.put((destination, body, ack))
 

@@ -1,8 +1,11 @@
 """Recomputes the cost matrix every `interval`, and soon after new data arrives.
 
 New data reaches the matrix within `freshness` seconds, but recomputes start at least five
-cycle durations apart so that at any link count they take at most about a fifth of a core. A
-completed back-fill is thus in the matrix about `freshness` seconds after its last message.
+cycle durations apart so that at any link count they take at most about a fifth of a core, and
+not while more than `BACKLOG_FRAMES` received frames wait to be applied (a back-fill or burst
+being worked off: a matrix of half-applied data is stale before it is served, and the CPU is
+better spent on the backlog; every `interval` still recomputes). A completed back-fill is thus in
+the matrix about `freshness` seconds after its last message.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from service.memory import FreeMemoryReleaser
 TICK_SECONDS = 0.1
 #: Recomputes are at least this many cycle durations apart.
 DUTY_FACTOR = 5.0
+#: Received frames waiting beyond this (four of the frame batcher's batches) mean a backlog.
+BACKLOG_FRAMES = 2048
 
 
 class MatrixCycle:
@@ -34,7 +39,9 @@ class MatrixCycle:
         freshness: float = 1.0,
         clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
+        backlog: Callable[[], int] = lambda: 0,
     ) -> None:
+        """`backlog` tells how many received frames wait to be applied."""
         self.latest: CostMatrix | None = None
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = []
@@ -45,6 +52,7 @@ class MatrixCycle:
         self._last_duration = 0.0
         self._release_free_memory = FreeMemoryReleaser()
         self._clock = clock
+        self._backlog = backlog
         self._log = log or logging.getLogger("nettel.cycle")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="matrix-cycle", daemon=True)
@@ -82,7 +90,11 @@ class MatrixCycle:
         last_start = float("-inf")
         while not self._stop.wait(TICK_SECONDS):
             since = time.monotonic() - last_start
-            if since >= self._interval or (self._has_new_data() and since >= self._min_gap()):
+            if since >= self._interval or (
+                self._has_new_data()
+                and since >= self._min_gap()
+                and self._backlog() <= BACKLOG_FRAMES
+            ):
                 last_start = time.monotonic()
                 try:
                     self.recompute()

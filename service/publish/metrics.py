@@ -51,6 +51,11 @@ class RuntimeCollector(Collector):
         )
         yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
         yield GaugeMetricFamily(
+            "nettel_ingest_queued_frames",
+            "Received frames waiting to be parsed and applied.",
+            value=runtime.batcher.queued(),
+        )
+        yield GaugeMetricFamily(
             "nettel_broker_connected",
             "1 when subscribed to a broker.",
             value=1.0 if runtime.source.connected else 0.0,

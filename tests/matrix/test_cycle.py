@@ -1,0 +1,45 @@
+"""MatrixCycle's schedule: data-triggered recomputes wait while a backlog is being applied."""
+
+from __future__ import annotations
+
+import time
+
+from service.ingest.pipeline import IngestPipeline
+from service.matrix.cycle import BACKLOG_FRAMES, MatrixCycle
+from service.parse.records import MeasurementKind
+from service.state.link_state import LinkState
+from tests.message_factory import sample_body
+
+LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
+NOW = 1_700_000_200.0  # the loss sample's datapoints fit the window
+
+
+def wait_until(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_fresh_data_waits_for_the_backlog_then_reaches_the_matrix() -> None:
+    pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
+    backlog = [0]
+    cycle = MatrixCycle(
+        pipeline, interval=60.0, freshness=0.2, clock=lambda: NOW, backlog=lambda: backlog[0]
+    )
+    cycle.start()
+    try:
+        assert wait_until(lambda: cycle.latest is not None, 5.0)  # the first, interval cycle
+        first = cycle.latest
+        backlog[0] = BACKLOG_FRAMES + 1
+        pipeline.handle_frame(LOSS_TOPIC, sample_body("packet-loss-rate.json"))
+        time.sleep(1.0)  # five freshness periods
+        assert cycle.latest is first and len(first.links) == 0
+
+        backlog[0] = BACKLOG_FRAMES
+        assert wait_until(lambda: cycle.latest is not first, 3.0)
+        assert len(cycle.latest.links) == 1
+    finally:
+        cycle.stop()
