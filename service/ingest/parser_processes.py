@@ -3,7 +3,7 @@
 stomp.py's receive loop alone keeps a core busy at ~20,000 frames/s. Parsing JSON and histogram
 statistics in the same process would take the GIL from it, so a batch is split across `count`
 spawned child processes (spawn, never fork: the parent has threads) that run the same pure
-`parse_messages` and answer in the compact tuple form of `result_codec`. The caller blocks
+`parse_messages` and answer in the compact tuple form of `parse_codec`. The caller blocks
 without the GIL while they work. A child that dies, or does not answer within `timeout`
 seconds, is replaced and the batch is parsed in-process, so no frame is lost to a parser failure.
 """
@@ -14,16 +14,18 @@ import logging
 import multiprocessing
 import signal
 import threading
-from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import parse_messages
-from service.parse.records import MeasurementKind
-from service.parse.result_codec import ParseResult, decode_results, encode_results
+from service.parse.parse_codec import (
+    decode_request,
+    decode_results,
+    encode_request,
+    encode_results,
+)
+from service.parse.perfsonar import ParseInput, ParseResult, parse_messages
 
-ParseRequest = Sequence[tuple[MeasurementKind, bytes | str]]
 #: Batches smaller than this per process are not worth splitting.
 MIN_SPLIT = 64
 
@@ -51,7 +53,7 @@ class ParserProcesses:
     def pids(self) -> list[int]:
         return [process.pid for process, _ in self._children if process.pid is not None]
 
-    def parse(self, frames: ParseRequest) -> list[ParseResult]:
+    def parse(self, frames: ParseInput) -> list[ParseResult]:
         if not frames:
             return []
         chunks = _split(frames, len(self._children))
@@ -59,7 +61,7 @@ class ParserProcesses:
             try:
                 connections = [connection for _, connection in self._children[: len(chunks)]]
                 for connection, chunk in zip(connections, chunks, strict=True):
-                    connection.send(_request(chunk))
+                    connection.send(encode_request(chunk))
                 wire = [self._answer(connection) for connection in connections]
             except (EOFError, OSError, TimeoutError) as error:
                 self._log.error(
@@ -103,20 +105,11 @@ class ParserProcesses:
         return process, ours
 
 
-def _split(frames: ParseRequest, parts: int) -> list[ParseRequest]:
+def _split(frames: ParseInput, parts: int) -> list[ParseInput]:
     """At most `parts` contiguous chunks of at least MIN_SPLIT frames (one chunk if fewer)."""
     parts = max(1, min(parts, len(frames) // MIN_SPLIT))
     size = -(-len(frames) // parts)
-    return [frames[start : start + size] for start in range(0, len(frames), size)] or [frames]
-
-
-def _request(frames: ParseRequest) -> tuple[bytes, list[bytes | str]]:
-    kinds = bytes(_KIND_CODES[kind] for kind, _ in frames)
-    return kinds, [body for _, body in frames]
-
-
-_KINDS = tuple(MeasurementKind)
-_KIND_CODES = {kind: code for code, kind in enumerate(_KINDS)}
+    return [frames[start : start + size] for start in range(0, len(frames), size)]
 
 
 def _serve(connection: Connection, limits: InputLimits) -> None:
@@ -124,8 +117,7 @@ def _serve(connection: Connection, limits: InputLimits) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     while True:
         try:
-            kinds, bodies = connection.recv()
+            request = connection.recv()
         except EOFError:
             return
-        frames = [(_KINDS[code], body) for code, body in zip(kinds, bodies, strict=True)]
-        connection.send(encode_results(parse_messages(frames, limits)))
+        connection.send(encode_results(parse_messages(decode_request(request), limits)))

@@ -17,13 +17,12 @@ from service.errors import RejectedInput, RejectReason
 from service.ingest.ack_token import AckToken
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import parse_messages
-from service.parse.records import MeasurementKind, ParsedMessage
+from service.parse.perfsonar import ParseInput, ParseResult, parse_messages
+from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
 
 Frame = tuple[str, bytes | str, AckToken | None]
-ParseInput = Sequence[tuple[MeasurementKind, bytes | str]]
-Parser = Callable[[ParseInput], list[ParsedMessage | RejectedInput]]
+Parser = Callable[[ParseInput], list[ParseResult]]
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class ParsedFrames:
 
     frames: Sequence[Frame]
     kinds: list[MeasurementKind | None]
-    results: list[ParsedMessage | RejectedInput]
+    results: list[ParseResult]
 
 
 @dataclass
@@ -95,7 +94,7 @@ class IngestPipeline:
                     applied += self._apply(next(results), destination, now)
         return applied
 
-    def _apply(self, result: ParsedMessage | RejectedInput, destination: str, now: float) -> int:
+    def _apply(self, result: ParseResult, destination: str, now: float) -> int:
         if isinstance(result, RejectedInput):
             self._reject(result.reason, result.detail, destination)
             return 0

@@ -15,6 +15,8 @@ from service.parse.histogram import compute_histogram_batch, parse_bucket_delays
 from service.parse.limits import InputLimits
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 
+ParseInput = Sequence[tuple[MeasurementKind, bytes | str]]
+ParseResult = ParsedMessage | RejectedInput
 RawHistogram = tuple[int, list[float], list[int]]
 #: A bucket holds at most this many packets (a minute has 600); larger counts are bad values.
 MAX_BUCKET_COUNT = 10**9
@@ -33,11 +35,9 @@ def parse_message(
     return result
 
 
-def parse_messages(
-    frames: Sequence[tuple[MeasurementKind, bytes | str]], limits: InputLimits = InputLimits()
-) -> list[ParsedMessage | RejectedInput]:
+def parse_messages(frames: ParseInput, limits: InputLimits = InputLimits()) -> list[ParseResult]:
     """Parse a batch of messages; histogram statistics are computed for the whole batch at once."""
-    results: list[ParsedMessage | RejectedInput] = []
+    results: list[ParseResult] = []
     histograms: list[tuple[ParsedMessage, RawHistogram]] = []
     for kind, body in frames:
         try:

@@ -5,9 +5,14 @@ from __future__ import annotations
 import pickle
 
 from service.errors import RejectedInput
+from service.parse.parse_codec import (
+    decode_request,
+    decode_results,
+    encode_request,
+    encode_results,
+)
 from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind
-from service.parse.result_codec import decode_results, encode_results
 from tests.message_factory import BASE_TS, body, sample_body
 
 DELAY, LOSS = MeasurementKind.DELAY, MeasurementKind.LOSS
@@ -35,6 +40,11 @@ def test_round_trip_through_pickle_keeps_every_field() -> None:
     assert real.delays[0][1].packets == 600 and round(real.delays[0][1].mean, 4) == 2.9321
     assert [reason for reason, _ in decoded[3].rejected] and decoded[3].losses == [(BASE_TS, 0.5)]
     assert decoded[4].delays[0][1].clock_suspect and decoded[4].delays[0][1].dropped_packets == 3
+
+
+def test_request_round_trip() -> None:
+    frames = [(DELAY, b"{}"), (LOSS, "text body"), (DELAY, b"")]
+    assert decode_request(pickle.loads(pickle.dumps(encode_request(frames)))) == frames
 
 
 def test_wire_form_holds_only_builtins() -> None:

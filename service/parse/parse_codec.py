@@ -1,4 +1,4 @@
-"""Plain-tuple form of parse results, for handing them from a parser process to the service.
+"""Plain-tuple forms of parse requests and results, for handing them to and from parser processes.
 
 Pickling the records themselves costs several microseconds per message on the receiving side
 (dataclass state, enum lookups); tuples of builtins cost a fraction of that, and the receiver
@@ -11,12 +11,24 @@ from typing import Any
 
 from service.errors import RejectedInput, RejectReason
 from service.parse.histogram import HistogramStats
+from service.parse.perfsonar import ParseInput, ParseResult
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 
-ParseResult = ParsedMessage | RejectedInput
+WireRequest = tuple[bytes, list[bytes | str]]
 WireResult = tuple[Any, ...]
 
 _KINDS = tuple(MeasurementKind)
+_KIND_CODES = {kind: code for code, kind in enumerate(_KINDS)}
+
+
+def encode_request(frames: ParseInput) -> WireRequest:
+    """One byte per frame for its kind, and the bodies as they are."""
+    return bytes(_KIND_CODES[kind] for kind, _ in frames), [body for _, body in frames]
+
+
+def decode_request(request: WireRequest) -> list[tuple[MeasurementKind, bytes | str]]:
+    kinds, bodies = request
+    return [(_KINDS[code], body) for code, body in zip(kinds, bodies, strict=True)]
 
 
 def encode_results(results: list[ParseResult]) -> list[WireResult]:
@@ -33,7 +45,7 @@ def _encode(result: ParseResult) -> WireResult:
     if isinstance(result, RejectedInput):
         return (result.reason.value, result.detail)
     return (
-        _KINDS.index(result.kind),
+        _KIND_CODES[result.kind],
         tuple(result.link),
         [(ts, tuple(stats)) for ts, stats in result.delays],
         result.losses,
