@@ -5,6 +5,11 @@ acknowledged to the broker, so a crash at any moment loses nothing: unacknowledg
 redelivered, journaled ones replayed at start, and both are applied idempotently. Every
 `interval` seconds (and at shutdown) the state is snapshotted and the journal segments it covers
 are deleted, so a restart replays at most one interval of frames.
+
+If the journal cannot be written (a full or failing disk), the batch stays applied but is not
+acknowledged, and neither is anything after it: acknowledgements are cumulative, so a later one
+would cover the unjournaled batch. They are held until a snapshot covers what they carried; the
+broker stops delivering once `prefetch` frames are unacknowledged, which bounds the wait.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ class Persistence:
         self._interval = interval
         self._log = log or logging.getLogger("nettel.snapshot")
         self._write_lock = threading.Lock()
+        self._ack_lock = threading.Lock()
+        self._holding_acks = False
+        self._held_acks: dict[str, AckToken] = {}
+        self._journal_failed_since_capture = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="state-snapshots", daemon=True)
 
@@ -66,17 +75,28 @@ class Persistence:
     def apply_parsed(self, parsed: ParsedFrames) -> None:
         """Apply, journal, fsync, then acknowledge one parsed batch (the frame batcher's sink)."""
         self._pipeline.apply_parsed(parsed)
-        self._journal.append(
-            [
-                (dest, body if isinstance(body, bytes) else body.encode())
-                for dest, body, _ in parsed.frames
-            ]
-        )
-        latest: dict[str, AckToken] = {}
-        for _, _, token in parsed.frames:
-            if token is not None:
-                latest[token.subscription] = token
+        journaled = self._journal_batch(parsed.frames)
+        latest = {token.subscription: token for _, _, token in parsed.frames if token is not None}
+        with self._ack_lock:
+            if not journaled:
+                self._holding_acks = self._journal_failed_since_capture = True
+            if self._holding_acks:
+                self._held_acks.update(latest)
+                return
         self._acknowledge(latest.values())
+
+    def _journal_batch(self, frames: Sequence[Frame]) -> bool:
+        try:
+            self._journal.append(
+                [
+                    (dest, body if isinstance(body, bytes) else body.encode())
+                    for dest, body, _ in frames
+                ]
+            )
+        except OSError:
+            self._log.exception("journal append failed; acknowledgements wait for a snapshot")
+            return False
+        return True
 
     def start(self) -> None:
         self._thread.start()
@@ -93,6 +113,9 @@ class Persistence:
         """Write a snapshot now and drop the journal segments it covers; returns its size."""
         with self._write_lock:
             started = time.perf_counter()
+            with self._ack_lock:
+                covered = dict(self._held_acks)  # their batches are applied: the state has them
+                self._journal_failed_since_capture = False
             with self._pipeline.lock:
                 data = encode_state(self._pipeline.state)
                 first_uncovered = self._journal.rotate()
@@ -100,7 +123,21 @@ class Persistence:
             self._journal.drop_before(first_uncovered)
             self.last_written_at = time.time()
             self.last_duration = time.perf_counter() - started
+            self._release_held_acks(covered)
             return len(data)
+
+    def _release_held_acks(self, covered: dict[str, AckToken]) -> None:
+        """Acknowledge what the snapshot covers, and what came since if it was all journaled."""
+        with self._ack_lock:
+            if self._journal_failed_since_capture:  # keep holding what came after the capture
+                for subscription, token in covered.items():
+                    if self._held_acks.get(subscription) is token:
+                        del self._held_acks[subscription]
+            else:
+                covered, self._held_acks = self._held_acks, {}
+                self._holding_acks = False
+        if covered:
+            self._acknowledge(covered.values())
 
     def _replay(self, frames: list[Frame]) -> int:
         count = len(frames)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+from service.ingest.ack_token import AckToken
 from service.ingest.pipeline import IngestPipeline
 from service.parse.records import MeasurementKind
 from service.persistence import Persistence
@@ -72,3 +74,43 @@ def test_restart_after_a_crash_has_every_acknowledged_frame(tmp_path: Path) -> N
     restarted, _ = new_persistence(tmp_path, acked)
     assert sorted(restarted.state.index.sources) == ["10.0.0.1", "10.0.0.2"]
     assert restarted.counters.datapoints_applied == 1  # only the journaled frame was replayed
+
+
+class FailingJournal(Journal):
+    """A journal whose next `failures` appends fail as on a full disk."""
+
+    failures = 0
+
+    def append(self, frames) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError(28, "No space left on device")
+        super().append(frames)
+
+
+def token(number: int) -> AckToken:
+    return AckToken(generation=1, subscription="0", ack_id=f"id-{number}")
+
+
+def test_after_a_journal_failure_acks_wait_for_the_snapshot_that_covers_the_batch(
+    tmp_path: Path, caplog
+) -> None:
+    acked: list[AckToken] = []
+    pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
+    journal = FailingJournal(tmp_path)
+    persistence = Persistence(pipeline, SnapshotStore(tmp_path), journal, acked.extend)
+    persistence.apply_batch([(*loss_frame("10.0.0.1"), token(1))])
+    assert acked == [token(1)]
+
+    journal.failures = 1
+    with caplog.at_level(logging.ERROR, "nettel.snapshot"):
+        persistence.apply_batch([(*loss_frame("10.0.0.2"), token(2))])  # applied, not journaled
+    assert "journal append failed" in caplog.text
+    persistence.apply_batch([(*loss_frame("10.0.0.3"), token(3))])  # journaled, but an ack of 3
+    assert acked == [token(1)]  # would cover 2 as well: both wait
+
+    persistence.snapshot()  # has 10.0.0.2 and 10.0.0.3
+    assert acked == [token(1), token(3)]
+    persistence.apply_batch([(*loss_frame("10.0.0.4"), token(4))])
+    assert acked == [token(1), token(3), token(4)]  # acknowledged as it comes again
+    assert sorted(pipeline.state.index.sources) == [f"10.0.0.{n}" for n in range(1, 5)]
