@@ -59,10 +59,14 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     for name, field in Settings.model_fields.items():
         if name in ENV_ONLY_SETTINGS:
             continue
+        switch = field.annotation is bool  # `--broker-tls` alone means true; a value still works
         serve.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
             default=None,
+            nargs="?" if switch else None,
+            const="true" if switch else None,
+            metavar="true|false" if switch else None,
             help=f"{field.description or name} [env NETTEL_{name.upper()}]",
         )
     serve.set_defaults(run=_run_serve)

@@ -88,3 +88,12 @@ def test_check_mode(generator: ModuleType, tmp_path: Path) -> None:
     assert generator.main(["--check", "--output", str(output)]) == 0
     output.write_text(output.read_text() + "edited by hand\n")
     assert generator.main(["--check", "--output", str(output)]) == 1
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, f in Settings.model_fields.items() if f.annotation is bool)
+)
+def test_a_boolean_flag_alone_means_true(name: str) -> None:
+    flag = f"--{name.replace('_', '-')}"
+    assert getattr(build_parser().parse_args(["serve", flag]), name) == "true"
+    assert getattr(build_parser().parse_args(["serve", flag, "false"]), name) == "false"
