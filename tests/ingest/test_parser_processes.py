@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +30,21 @@ def mixed_frames(n: int) -> list[tuple[MeasurementKind, bytes]]:
             histogram = {"1.5": 10 + i % 5, f"{2 + i % 3}.25": 590}
             frames.append((MeasurementKind.DELAY, body({BASE_TS: histogram}, link)))
     return frames
+
+
+def alive(pid: int) -> bool:
+    """Running (a reaped or zombie child counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(condition, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
 
 
 def comparable(results: list) -> list:
@@ -54,25 +73,26 @@ def test_a_killed_child_is_replaced_and_the_batch_still_parsed(
     two_parsers: ParserProcesses, caplog: pytest.LogCaptureFixture
 ) -> None:
     frames = mixed_frames(2 * MIN_SPLIT)
-    first_child = two_parsers._children[0][0]
-    first_child.kill()
-    first_child.join()
+    before = two_parsers.pids
+    os.kill(before[0], signal.SIGKILL)
+    assert wait_until(lambda: not alive(before[0]))
 
     with caplog.at_level(logging.ERROR, "nettel.ingest"):
         results = two_parsers.parse(frames)
 
     assert comparable(results) == comparable(parse_messages(frames))
     assert "parser process failed" in caplog.text
-    assert all(process.is_alive() for process, _ in two_parsers._children)
+    after = two_parsers.pids
+    assert len(after) == 2 and not set(after) & set(before) and all(map(alive, after))
     assert comparable(two_parsers.parse(frames)) == comparable(results)  # the new children work
 
 
 def test_stop_ends_the_children() -> None:
     parsers = ParserProcesses(1)
-    ((process, _),) = parsers._children
+    (pid,) = parsers.pids
     parsers.parse(mixed_frames(3))
     parsers.stop()
-    assert not process.is_alive()
+    assert not alive(pid) and parsers.pids == []
 
 
 def test_count_must_be_positive() -> None:
