@@ -43,12 +43,14 @@ def probe(n_links: int, model: str) -> dict[str, object]:
     import numpy as np
 
     from service.config import load_settings
+    from service.memory import relax_garbage_collection
     from service.publish.rest import create_app
     from service.runtime import build_runtime
 
     settings = load_settings(brokers="127.0.0.1:9", model=model, listen="127.0.0.1:9")
     runtime = build_runtime(settings)
     create_app(runtime, manage_runtime=False)
+    relax_garbage_collection()  # as `nettel serve` does once set up
     baseline = _rss()["VmRSS"]
     state = runtime.pipeline.state
     tracemalloc.start()

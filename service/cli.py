@@ -73,6 +73,7 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from service.memory import relax_garbage_collection
     from service.publish.http_server import serve_http
     from service.publish.rest import create_app
     from service.runtime import build_runtime
@@ -81,6 +82,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     settings = load_settings(**overrides)
     configure_logging(settings.log_level)
     app = create_app(build_runtime(settings))
+    relax_garbage_collection()
     host, port = settings.listen
     logging.getLogger("nettel").info("serving", extra={"url": f"http://{host}:{port}"})
     serve_http(app, host, port)

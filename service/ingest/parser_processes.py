@@ -17,6 +17,7 @@ import threading
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
+from service.memory import relax_garbage_collection
 from service.parse.limits import InputLimits
 from service.parse.parse_codec import (
     decode_request,
@@ -115,6 +116,7 @@ def _split(frames: ParseInput, parts: int) -> list[ParseInput]:
 def _serve(connection: Connection, limits: InputLimits) -> None:
     """Child main loop: parse each request until the parent closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    relax_garbage_collection()
     while True:
         try:
             request = connection.recv()
