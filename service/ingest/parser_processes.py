@@ -115,7 +115,8 @@ def _split(frames: ParseInput, parts: int) -> list[ParseInput]:
 
 def _serve(connection: Connection, limits: InputLimits) -> None:
     """Child main loop: parse each request until the parent closes the pipe."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the parent's to handle (Ctrl-C, a stop
+        signal.signal(signum, signal.SIG_IGN)  # sent to the whole group); it closes our pipe
     relax_garbage_collection()
     while True:
         try:

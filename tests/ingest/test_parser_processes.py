@@ -87,6 +87,20 @@ def test_a_killed_child_is_replaced_and_the_batch_still_parsed(
     assert comparable(two_parsers.parse(frames)) == comparable(results)  # the new children work
 
 
+def test_children_ignore_stop_signals_meant_for_the_service(two_parsers: ParserProcesses) -> None:
+    """A stop sent to the whole process group must not kill them while the service drains."""
+    frames = mixed_frames(2 * MIN_SPLIT)
+    two_parsers.parse(frames)  # both children are up and in their loop
+    pids = two_parsers.pids
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGINT)
+    time.sleep(0.3)
+    assert all(map(alive, pids))
+    assert comparable(two_parsers.parse(frames)) == comparable(parse_messages(frames))
+    assert two_parsers.pids == pids
+
+
 def test_stop_ends_the_children() -> None:
     parsers = ParserProcesses(1)
     (pid,) = parsers.pids
