@@ -6,6 +6,11 @@ spawned child processes (spawn, never fork: the parent has threads) that run the
 `parse_messages` and answer in the compact tuple form of `parse_codec`. The caller blocks
 without the GIL while they work. A child that dies, or does not answer within `timeout`
 seconds, is replaced and the batch is parsed in-process, so no frame is lost to a parser failure.
+
+Children ignore SIGTERM and SIGINT (a stop sent to the whole process group is the service's to
+handle: it still drains its queue through them) and end when their pipe closes: on `stop`, when
+the owner is garbage-collected, and at interpreter exit, before multiprocessing's own exit hook
+(which would wait for daemon children it cannot terminate with SIGTERM).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import multiprocessing
 import signal
 import threading
+import weakref
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -49,6 +55,7 @@ class ParserProcesses:
         self._context = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
         self._children: list[tuple[BaseProcess, Connection]] = [self._spawn() for _ in range(count)]
+        self._finalizer = weakref.finalize(self, _end_children, self._children, self._lock)
 
     @property
     def pids(self) -> list[int]:
@@ -57,8 +64,10 @@ class ParserProcesses:
     def parse(self, frames: ParseInput) -> list[ParseResult]:
         if not frames:
             return []
-        chunks = _split(frames, len(self._children))
         with self._lock:
+            if not self._children:  # stopped
+                return parse_messages(frames, self._limits)
+            chunks = _split(frames, len(self._children))
             try:
                 connections = [connection for _, connection in self._children[: len(chunks)]]
                 for connection, chunk in zip(connections, chunks, strict=True):
@@ -74,13 +83,7 @@ class ParserProcesses:
         return [result for part in wire for result in decode_results(part)]
 
     def stop(self) -> None:
-        with self._lock:
-            for process, connection in self._children:
-                connection.close()  # the child ends on EOF
-                process.join(2.0)
-                if process.is_alive():
-                    process.kill()
-            self._children = []
+        self._finalizer()
 
     def _answer(self, connection: Connection) -> list:
         if not connection.poll(self._timeout):
@@ -94,7 +97,7 @@ class ParserProcesses:
             connection.close()
             process.kill()
             process.join()
-        self._children = [self._spawn() for _ in range(count)]
+        self._children[:] = [self._spawn() for _ in range(count)]
 
     def _spawn(self) -> tuple[BaseProcess, Connection]:
         ours, theirs = self._context.Pipe()
@@ -104,6 +107,19 @@ class ParserProcesses:
         process.start()
         theirs.close()
         return process, ours
+
+
+def _end_children(children: list[tuple[BaseProcess, Connection]], lock: threading.Lock) -> None:
+    """Close every child's pipe (it ends on EOF); kill one that has not ended after 2 s."""
+    with lock:
+        for _, connection in children:
+            connection.close()
+        for process, _ in children:
+            process.join(2.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        children.clear()
 
 
 def _split(frames: ParseInput, parts: int) -> list[ParseInput]:

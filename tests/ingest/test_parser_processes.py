@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from service.ingest.parser_processes import MIN_SPLIT, ParserProcesses
 from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind
 from tests.message_factory import BASE_TS, body, meta, sample_body
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def mixed_frames(n: int) -> list[tuple[MeasurementKind, bytes]]:
@@ -107,6 +111,21 @@ def test_stop_ends_the_children() -> None:
     parsers.parse(mixed_frames(3))
     parsers.stop()
     assert not alive(pid) and parsers.pids == []
+    frames = mixed_frames(3)
+    assert comparable(parsers.parse(frames)) == comparable(parse_messages(frames))  # in-process
+
+
+def test_children_end_with_the_interpreter_although_they_ignore_sigterm(tmp_path: Path) -> None:
+    """multiprocessing's exit hook SIGTERMs and joins daemon children; the pipes close first."""
+    script = (
+        "from service.ingest.parser_processes import ParserProcesses\n"
+        "from service.parse.records import MeasurementKind\n"
+        "parsers = ParserProcesses(2)\n"
+        "parsers.parse([(MeasurementKind.LOSS, b'{}')] * 200)  # both children in their loop\n"
+    )
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, check=True, timeout=30)
+    assert time.monotonic() - started < 20
 
 
 def test_count_must_be_positive() -> None:
