@@ -13,7 +13,7 @@ import resource
 import time
 from dataclasses import dataclass
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+from benchmarks.proc import CLOCK_TICKS
 
 
 @dataclass(frozen=True)

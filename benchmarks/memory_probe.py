@@ -17,26 +17,17 @@ import json
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 
 from benchmarks.link_fill import fill_buffers, fill_index
+from benchmarks.proc import memory_of
 from service.ingest.parser_processes import ParserProcesses
 from service.parse.records import MeasurementKind
-
-
-def _rss(pid: int | str = "self") -> dict[str, int]:
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) * 1024
-    return values
 
 
 def _parsers_rss(parsers: ParserProcesses) -> int:
     """RSS of the parser processes after they parsed a message (imports done)."""
     parsers.parse([(MeasurementKind.LOSS, b"{}")])
-    return sum(_rss(pid)["VmRSS"] for pid in parsers.pids)
+    return sum(memory_of(pid)["VmRSS"] for pid in parsers.pids)
 
 
 def probe(n_links: int, model: str) -> dict[str, object]:
@@ -51,7 +42,7 @@ def probe(n_links: int, model: str) -> dict[str, object]:
     runtime = build_runtime(settings)
     create_app(runtime, manage_runtime=False)
     relax_garbage_collection()  # as `nettel serve` does once set up
-    baseline = _rss()["VmRSS"]
+    baseline = memory_of()["VmRSS"]
     state = runtime.pipeline.state
     tracemalloc.start()
     fill_index(state.index, n_links)
@@ -65,7 +56,7 @@ def probe(n_links: int, model: str) -> dict[str, object]:
     cycle_seconds = time.perf_counter() - started
     gzip_bytes = len(matrix.gzip_body)
     gc.collect()
-    rss = _rss()
+    rss = memory_of()
     parsers_rss = _parsers_rss(runtime.parsers) if runtime.parsers else 0
     buffers = state.buffers
     return {

@@ -25,6 +25,7 @@ from benchmarks.context import SuiteContext
 from benchmarks.corpus import Corpus, build_ingest_corpus
 from benchmarks.environment import REPO_ROOT
 from benchmarks.model import serve_model_args
+from benchmarks.proc import children_of, cpu_seconds
 from benchmarks.profiling import (
     PySpyRecording,
     cprofile_top,
@@ -34,7 +35,7 @@ from benchmarks.profiling import (
 )
 from benchmarks.publishing import PublishResult, publish_all
 from benchmarks.report import MeasurementResult
-from benchmarks.service_process import children_of, cpu_seconds, scrape
+from benchmarks.service_process import scrape
 from service.config import DELAY_TOPIC, LOSS_TOPIC, Settings
 from service.devtools.service_process import ServiceProcess, launch_service
 from service.ingest.pipeline import IngestPipeline

@@ -1,0 +1,46 @@
+"""Readings of processes from /proc: CPU time, memory, children (Linux)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far (0.0 once it is gone)."""
+    try:
+        fields = _stat_fields(pid)
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def children_of(pid: int) -> list[int]:
+    """Live child processes of `pid` (e.g. the service's parser processes)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int(_stat_fields(int(entry.name))[1])
+            except OSError:
+                continue
+            if parent == pid:
+                children.append(int(entry.name))
+    return children
+
+
+def memory_of(pid: int | str = "self") -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, in bytes."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command name (state is field 0)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
