@@ -30,7 +30,9 @@ METHOD = (
     "history) and `MatrixCycle.recompute()` - the service's own cycle: consistent view copy "
     "under the ingest lock, `analyse_links` (features, empirical filter, one batched predictor "
     "call with the shipped model when there is one, cost) and `build_cost_matrix` (link records, "
-    "orjson body, ETag) - runs once to warm up and then the stated number of times in a row. "
+    "orjson body, ETag) - runs once to warm up; then the sizes take turns, one cycle each per "
+    "round for the stated number of rounds, so that a change in the machine's speed during the "
+    "run affects every size alike. "
     "A few extra passes time the three phases separately."
 )
 
@@ -41,15 +43,29 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     # plain attributes; it satisfies UtilisationPredictor at run time.
     model = cast(UtilisationPredictor | None, shipped_model())
     result.add("model", "predictor", model.info.version if model else "none (no bundle)")
-    medians: dict[int, float] = {}
+    sizes = ctx.sizes.cycle_links
+    cycles: dict[int, tuple[IngestPipeline, MatrixCycle]] = {}
+    warm_up: dict[int, float] = {}
+    for n in sizes:
+        ctx.log(f"cycle: filling {n:,} links")
+        pipeline = IngestPipeline(build_full_state(n, time.time()), {})
+        cycles[n] = pipeline, MatrixCycle(pipeline, 3600.0, model)
+        gc.collect()
+        warm_up[n] = _timed(cycles[n][1].recompute)
+    ctx.log(f"cycle: {ctx.sizes.cycle_repeats} rounds over {len(sizes)} sizes")
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for step in range(ctx.sizes.cycle_repeats):  # sizes interleaved: drift hits all alike
+        for n, (pipeline, cycle) in cycles.items():
+            _new_minute_for_a_sixtieth(pipeline.state, step)
+            times[n].append(_timed(cycle.recompute))
     phase_rows = []
-    for n in ctx.sizes.cycle_links:
-        ctx.log(f"cycle: {n:,} links")
-        medians[n], phases = _measure_size(result, n, ctx.sizes.cycle_repeats, model)
+    for n, (pipeline, cycle) in cycles.items():
+        _size_figures(result, n, cycle, times[n], warm_up[n])
+        phases = _phases(pipeline, model)
         phase_rows.append(
             [f"{n:,}", *(f"{1000 * phases[k]:.1f}" for k in ("view", "analyse", "build"))]
         )
-    _growth(result, medians, ctx.sizes.cycle_links)
+    _growth(result, {n: median(times[n]) for n in sizes}, sizes)
     result.details["tables"] = [
         {
             "title": "Median time per phase (ms)",
@@ -60,33 +76,19 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     return result
 
 
-def _measure_size(
-    result: MeasurementResult, n: int, repeats: int, model: UtilisationPredictor | None
-) -> tuple[float, dict[str, float]]:
-    state = build_full_state(n, time.time())
-    pipeline = IngestPipeline(state, {})
-    cycle = MatrixCycle(pipeline, 3600.0, model)
-    gc.collect()
-    warm_up = _timed(cycle.recompute)
-    times = []
-    for step in range(repeats):
-        _new_minute_for_a_sixtieth(state, step)
-        times.append(_timed(cycle.recompute))
+def _size_figures(
+    result: MeasurementResult, n: int, cycle: MatrixCycle, times: list[float], warm_up: float
+) -> None:
     matrix = cycle.latest
     assert matrix is not None and len(matrix.links) == n
     key = _key(n)
+    repeats = len(times)
     result.add(f"median_{key}", f"{n:,} links: median of {repeats}", median(times), "s")
     result.add(f"max_{key}", f"{n:,} links: max of {repeats}", max(times), "s")
-    result.add(
-        f"warmup_{key}",
-        f"{n:,} links: first cycle (all links new)",
-        warm_up,
-        "s",
-    )
+    result.add(f"warmup_{key}", f"{n:,} links: first cycle (all links new)", warm_up, "s")
     result.add(f"per_link_{key}", f"{n:,} links: median per link", 1e6 * median(times) / n, "µs")
     result.add(f"body_{key}", f"{n:,} links: JSON body", len(matrix.body), "B")
     result.details[f"times_{key}"] = times
-    return median(times), _phases(pipeline, model)
 
 
 def _new_minute_for_a_sixtieth(state: LinkState, step: int) -> None:

@@ -8,6 +8,7 @@ with NaN for missing minutes; all-time statistics come from `AllTimeStats`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -59,20 +60,27 @@ def moving_average(values: np.ndarray, points: int = SMOOTHING_POINTS) -> np.nda
     """Trailing `points`-minute mean of each row over the minutes present (NaN if none).
 
     Output column j averages input columns j .. j+points-1, so it has width - points + 1 columns.
+    Window sums and counts are two matrix products with a band of ones (BLAS), several times
+    faster than running sums along the short rows.
 
     >>> moving_average(np.array([[1., 2., np.nan, 4.]]), points=2).tolist()
     [[1.5, 2.0, 4.0]]
     """
     valid = ~np.isnan(values)
-    sums = np.cumsum(np.where(valid, values, 0.0), axis=1)
-    counts = np.cumsum(valid, axis=1)
-    sums = np.pad(sums, ((0, 0), (1, 0)))
-    counts = np.pad(counts, ((0, 0), (1, 0)))
-    window_sum = sums[:, points:] - sums[:, :-points]
-    window_count = counts[:, points:] - counts[:, :-points]
-    return np.divide(
-        window_sum, window_count, out=np.full(window_sum.shape, np.nan), where=window_count > 0
-    )
+    band = _window_band(values.shape[1], points)
+    sums = np.where(valid, values, 0.0) @ band
+    counts = valid.astype(np.float64) @ band
+    return np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+
+
+@lru_cache(maxsize=8)
+def _window_band(width: int, points: int) -> np.ndarray:
+    """(width x windows) matrix whose column j is 1 on rows j .. j+points-1."""
+    rows = np.arange(width)[:, None]
+    first = np.arange(width - points + 1)[None, :]
+    band = ((rows >= first) & (rows < first + points)).astype(np.float64)
+    band.flags.writeable = False
+    return band
 
 
 def compute_features(windows: LinkWindows, all_time: AllTimeStats) -> np.ndarray:
@@ -82,8 +90,8 @@ def compute_features(windows: LinkWindows, all_time: AllTimeStats) -> np.ndarray
     current = np.column_stack(
         [
             delay[:, -1],
-            moving_average(windows.delay_median)[:, -1],
-            moving_average(windows.delay_std)[:, -1],
+            moving_average(windows.delay_median[:, -SMOOTHING_POINTS:])[:, -1],
+            moving_average(windows.delay_std[:, -SMOOTHING_POINTS:])[:, -1],
             loss[:, -1],
             delay[:, -1] - delay[:, -2],
             loss[:, -1] - loss[:, -2],

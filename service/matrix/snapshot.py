@@ -111,8 +111,14 @@ def build_cost_matrix(
     for row, record in zip(rows, _records(view, columns, rows, model is not None), strict=True):
         links[row] = record
     body = orjson.dumps(matrix_document(generated_at, model, links))
-    etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-    return CostMatrix(generated_at, model, tuple(links), body, etag, columns, view.names_version)
+    return CostMatrix(
+        generated_at, model, tuple(links), body, etag_of(body), columns, view.names_version
+    )
+
+
+def etag_of(body: bytes) -> str:
+    """Strong ETag of a body: 96 bits of its SHA-256 (hardware-accelerated, ~2 GB/s here)."""
+    return '"' + hashlib.sha256(body).hexdigest()[:24] + '"'
 
 
 def build_link_records(view: StateView, a: LinkAnalysis, has_model: bool) -> list[LinkRecord]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
 
 from service.analysis.predictor import ModelInfo
-from service.matrix.snapshot import CostMatrix, LinkRecord, matrix_document
+from service.matrix.snapshot import CostMatrix, LinkRecord, etag_of, matrix_document
 
 TS = 1_700_000_160
 
@@ -56,8 +55,7 @@ def make_matrix(
     links: Sequence[LinkRecord], generated_at: float = TS + 40.0, model: ModelInfo | None = None
 ) -> CostMatrix:
     body = orjson.dumps(matrix_document(generated_at, model, links))
-    etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-    return CostMatrix(generated_at, model, tuple(links), body, etag)
+    return CostMatrix(generated_at, model, tuple(links), body, etag_of(body))
 
 
 def read_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:

@@ -15,6 +15,7 @@ from models.bundle import (
     CARD_FILE,
     DEFAULT_BUNDLE,
     MODEL_FILE,
+    PREDICT_BATCH_ROWS,
     SCALER_FILE,
     file_sha256,
     load_bundle,
@@ -155,3 +156,12 @@ def test_the_shipped_bundle_loads_is_small_and_says_it_is_simulated(bundle_dir: 
         metrics["model"]["roc_auc"] > m["roc_auc"] for k, m in metrics.items() if k != "model"
     )
     assert load_bundle(bundle_dir, FEATURE_NAMES).info == bundle.info
+
+
+def test_predictions_do_not_depend_on_how_rows_are_batched() -> None:
+    bundle = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
+    rng = np.random.default_rng(1)
+    rows = rng.random((2 * PREDICT_BATCH_ROWS + 7, len(FEATURE_NAMES))) * np.arange(1, 46)
+    at_once = np.clip(bundle.network.predict(bundle.scaler.transform(rows)), 0.0, 1.0)
+    np.testing.assert_allclose(bundle.predict(rows), at_once, rtol=0, atol=1e-6)
+    assert bundle.predict(rows[:0]).shape == (0,)
