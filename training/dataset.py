@@ -219,8 +219,7 @@ def replay_minutes(batches: Iterable[MinuteBatch], state: LinkState) -> Iterator
     """Apply each minute's messages, then analyse the view at the minute's end as serving does."""
     for batch in batches:
         now = (batch.minute + 1) * 60.0
-        for message in batch.messages:
-            state.apply(message, now)
+        state.apply_batch(batch.messages, now)
         view = state.view(now)
         analysis = analyse_links(view, predictor=None)
         fresh = analysis.has_features & (view.latest_minute == batch.minute)

@@ -18,8 +18,8 @@ from service.ingest.ack_token import AckToken
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import ParseInput, ParseResult, parse_messages
-from service.parse.records import MeasurementKind
-from service.state.link_state import LinkState
+from service.parse.records import MeasurementKind, ParsedMessage
+from service.state.link_state import ApplyOutcome, LinkState
 
 Frame = tuple[str, bytes | str, AckToken | None]
 Parser = Callable[[ParseInput], list[ParseResult]]
@@ -86,19 +86,22 @@ class IngestPipeline:
         results = iter(parsed.results)
         applied = 0
         with self.lock:
+            messages = [r for r in parsed.results if not isinstance(r, RejectedInput)]
+            outcomes = iter(self.state.apply_batch(messages, now))
             for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True):
                 self._count_message(destination, now)
                 if kind is None:
                     self._reject(RejectReason.UNKNOWN_TOPIC, destination[:80], destination)
+                    continue
+                result = next(results)
+                if isinstance(result, RejectedInput):
+                    self._reject(result.reason, result.detail, destination)
                 else:
-                    applied += self._apply(next(results), destination, now)
+                    applied += self._account(result, next(outcomes), destination)
         return applied
 
-    def _apply(self, result: ParseResult, destination: str, now: float) -> int:
-        if isinstance(result, RejectedInput):
-            self._reject(result.reason, result.detail, destination)
-            return 0
-        outcome = self.state.apply(result, now)
+    def _account(self, result: ParsedMessage, outcome: ApplyOutcome, destination: str) -> int:
+        """Count what applying one message did and log its refusals."""
         self.counters.datapoints_applied += outcome.applied
         self.counters.clock_error_packets += sum(s.dropped_packets for _, s in result.delays)
         details = dict(result.rejected)

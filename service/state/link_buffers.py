@@ -8,16 +8,36 @@ and need no unbounded history.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from service.parse.histogram import HistogramStats
-from service.state.running_stats import add_value
+from service.state.running_stats import add_values
 
 WINDOW_MINUTES = 32
 SERIES = ("delay_mean", "delay_median", "delay_std", "delay_min", "loss")
 ARCHIVE = ("delay_n", "delay_mean", "delay_m2", "delay_min", "loss_n", "loss_mean", "loss_m2")
 #: Minute counts are exact in float32 for 31 years of minutes; the moments need float64.
 _ARCHIVE_DTYPES = {"delay_n": np.float32, "loss_n": np.float32}
+
+
+class Datapoints(NamedTuple):
+    """Datapoints to store, one entry per datapoint; delay columns are unused for a loss."""
+
+    rows: np.ndarray
+    minutes: np.ndarray
+    is_loss: np.ndarray
+    loss: np.ndarray
+    mean: np.ndarray
+    median: np.ndarray
+    std: np.ndarray
+    minimum: np.ndarray
+    p95: np.ndarray
+    clock_suspect: np.ndarray
+
+    def take(self, which: np.ndarray) -> Datapoints:
+        """The datapoints selected by an index or mask array, in order."""
+        return Datapoints._make(column[which] for column in self)
 
 
 class LinkBuffers:
@@ -40,40 +60,42 @@ class LinkBuffers:
         if row >= self.capacity:
             self._grow_to(max(row + 1, 2 * self.capacity))
 
-    def slot_for(self, row: int, minute: int) -> int | None:
-        """Slot for `minute` (emptied first if it held an older minute); None if too old."""
-        slot = minute % WINDOW_MINUTES
-        held = int(self.slot_minute[row, slot])
-        if held > minute:
-            return None
-        if held < minute:
-            self._evict(row, slot, held)
-            self.slot_minute[row, slot] = minute
-        self.latest_minute[row] = max(int(self.latest_minute[row]), minute)
-        return slot
+    def write(self, points: Datapoints) -> np.ndarray:
+        """Store `points` with the result of writing them one by one, in order.
 
-    def write_delay(self, row: int, minute: int, stats: HistogramStats) -> bool:
-        """Store one minute's delay statistics; False when the minute left this row's window."""
-        slot = self.slot_for(row, minute)
-        if slot is None:
-            return False
-        values = (stats.mean, stats.median, stats.std, stats.minimum)
+        Returns, per datapoint, False when its minute had already left its row's window. Each
+        round of writes holds a row at most once, so fancy-indexed assignments never collide.
+        """
+        stored = np.zeros(len(points.rows), dtype=bool)
+        for taken in _rounds(points.rows):
+            stored[taken] = self._write_round(points.take(taken))
+        return stored
+
+    def _write_round(self, points: Datapoints) -> np.ndarray:
+        rows, minutes = points.rows, points.minutes
+        slots = minutes % WINDOW_MINUTES
+        held = self.slot_minute[rows, slots]
+        fits = held <= minutes
+        leaving = fits & (held < minutes)
+        self._evict(rows[leaving], slots[leaving], held[leaving])
+        self.slot_minute[rows[leaving], slots[leaving]] = minutes[leaving]
+        points, slots = points.take(fits), slots[fits]
+        rows, minutes = points.rows, points.minutes
+        self.latest_minute[rows] = np.maximum(self.latest_minute[rows], minutes)
+        loss = points.is_loss
+        self.series["loss"][rows[loss], slots[loss]] = points.loss[loss]
+        delay = ~loss
+        rows, slots, minutes = rows[delay], slots[delay], minutes[delay]
+        values = (points.mean, points.median, points.std, points.minimum)
         for name, value in zip(SERIES[:4], values, strict=True):
-            self.series[name][row, slot] = value
-        if minute >= self.latest_delay_minute[row]:
-            self.latest_delay_minute[row] = minute
-            self.latest_p95[row] = stats.p95
-        if stats.clock_suspect:
-            self.clock_suspect_minute[row] = max(int(self.clock_suspect_minute[row]), minute)
-        return True
-
-    def write_loss(self, row: int, minute: int, loss: float) -> bool:
-        """Store one minute's loss ratio; False when the minute already left this row's window."""
-        slot = self.slot_for(row, minute)
-        if slot is None:
-            return False
-        self.series["loss"][row, slot] = loss
-        return True
+            self.series[name][rows, slots] = value[delay]
+        newer = minutes >= self.latest_delay_minute[rows]
+        self.latest_delay_minute[rows[newer]] = minutes[newer]
+        self.latest_p95[rows[newer]] = points.p95[delay][newer]
+        suspect = points.clock_suspect[delay]
+        rows, minutes = rows[suspect], minutes[suspect]
+        self.clock_suspect_minute[rows] = np.maximum(self.clock_suspect_minute[rows], minutes)
+        return fits
 
     def nbytes_per_link(self) -> int:
         arrays = [self.slot_minute, *self.series.values(), *self.archive.values()]
@@ -81,30 +103,22 @@ class LinkBuffers:
         arrays.append(self.clock_suspect_minute)
         return sum(a.nbytes for a in arrays) // max(self.capacity, 1)
 
-    def _evict(self, row: int, slot: int, held_minute: int) -> None:
-        """Fold the values of the minute leaving `slot` into the row's archived moments."""
-        if held_minute >= 0:
-            self._archive_delay(row, float(self.series["delay_mean"][row, slot]))
-            self._archive_loss(row, float(self.series["loss"][row, slot]))
+    def _evict(self, rows: np.ndarray, slots: np.ndarray, held_minutes: np.ndarray) -> None:
+        """Fold the values of the minutes leaving `slots` into their rows' archived moments."""
+        held = held_minutes >= 0
+        self._archive(rows[held], self.series["delay_mean"][rows[held], slots[held]], "delay")
+        self._archive(rows[held], self.series["loss"][rows[held], slots[held]], "loss")
         for values in self.series.values():
-            values[row, slot] = np.nan
+            values[rows, slots] = np.nan
 
-    def _archive_delay(self, row: int, delay: float) -> None:
-        if np.isnan(delay):
-            return
-        a = self.archive
-        a["delay_n"][row], a["delay_mean"][row], a["delay_m2"][row] = add_value(
-            a["delay_n"][row], a["delay_mean"][row], a["delay_m2"][row], delay
-        )
-        a["delay_min"][row] = min(a["delay_min"][row], delay)
-
-    def _archive_loss(self, row: int, loss: float) -> None:
-        if np.isnan(loss):
-            return
-        a = self.archive
-        a["loss_n"][row], a["loss_mean"][row], a["loss_m2"][row] = add_value(
-            a["loss_n"][row], a["loss_mean"][row], a["loss_m2"][row], loss
-        )
+    def _archive(self, rows: np.ndarray, values: np.ndarray, quantity: str) -> None:
+        present = ~np.isnan(values)
+        rows, values = rows[present], values[present].astype(np.float64)
+        n, mean, m2 = (self.archive[f"{quantity}_{name}"] for name in ("n", "mean", "m2"))
+        n[rows], mean[rows], m2[rows] = add_values(n[rows], mean[rows], m2[rows], values)
+        if quantity == "delay":
+            minimum = self.archive["delay_min"]
+            minimum[rows] = np.minimum(minimum[rows], values)
 
     def _grow_to(self, capacity: int) -> None:
         extra = capacity - self.capacity
@@ -125,3 +139,17 @@ def _extend(array: np.ndarray, extra: int, fill: float) -> np.ndarray:
     """`array` with `extra` more rows filled with `fill`."""
     padding = np.full((extra, *array.shape[1:]), fill, dtype=array.dtype)
     return np.concatenate([array, padding])
+
+
+def _rounds(rows: np.ndarray) -> list[np.ndarray]:
+    """Indices grouped so that each group holds a row at most once; round k has every row's k-th."""
+    if len(rows) == 0:
+        return []
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    occurrence = np.empty(len(rows), dtype=np.int64)
+    occurrence[order] = np.arange(len(rows)) - np.repeat(starts, np.diff(np.r_[starts, len(rows)]))
+    if occurrence.max() == 0:
+        return [np.arange(len(rows))]
+    return [np.flatnonzero(occurrence == k) for k in range(occurrence.max() + 1)]

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
 import numpy as np
 
 from service.errors import RejectReason
+from service.parse.histogram import HistogramStats
 from service.parse.records import ParsedMessage
-from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, LinkBuffers
+from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, Datapoints, LinkBuffers
 from service.state.link_index import LinkIndex
 from service.state.topology import Topology
-
-T = TypeVar("T", bound=tuple[int, Any])
 
 #: Datapoints further than this in the future (seconds) are refused.
 MAX_FUTURE_SECONDS = 300
@@ -62,22 +62,41 @@ class LinkState:
         return len(self.index)
 
     def apply(self, message: ParsedMessage, now: float) -> ApplyOutcome:
-        """Store every datapoint of `message` that falls inside the window ending at `now`.
+        """Store every datapoint of `message` that falls inside the window ending at `now`."""
+        (outcome,) = self.apply_batch([message], now)
+        return outcome
+
+    def apply_batch(self, messages: Sequence[ParsedMessage], now: float) -> list[ApplyOutcome]:
+        """Apply `messages` with the outcome of applying them one by one, in order.
 
         A link gets a row only once one of its datapoints passes the window check.
         """
-        outcome = ApplyOutcome(rejected=[reason for reason, _ in message.rejected])
-        delays = self._in_window(outcome, message.delays, now)
-        losses = self._in_window(outcome, message.losses, now)
-        if not delays and not losses:
-            return outcome
-        row = self.index.row_for(message.link)
-        self.buffers.ensure_row(row)
-        stored = [self.buffers.write_delay(row, ts // 60, stats) for ts, stats in delays]
-        stored += [self.buffers.write_loss(row, ts // 60, loss) for ts, loss in losses]
-        outcome.applied += sum(stored)
-        outcome.rejected += [RejectReason.TOO_OLD] * stored.count(False)
-        return outcome
+        outcomes = [ApplyOutcome(rejected=[reason for reason, _ in m.rejected]) for m in messages]
+        table = _datapoint_table(messages)
+        if not len(table):
+            return outcomes
+        message_of = table[:, 0].astype(np.intp)
+        timestamps = table[:, 1].astype(np.int64)
+        codes = window_reject_codes(timestamps, now)
+        for point in np.flatnonzero(codes).tolist():
+            outcomes[message_of[point]].rejected.append(_WINDOW_REASONS[codes[point]])
+        fits = codes == 0
+        row_of = np.full(len(messages), -1, dtype=np.int64)
+        for number in np.unique(message_of[fits]).tolist():
+            row_of[number] = self.index.row_for(messages[number].link)
+        if not fits.any():
+            return outcomes
+        self.buffers.ensure_row(int(row_of.max()))
+        table, message_of = table[fits], message_of[fits]
+        stored = self.buffers.write(
+            Datapoints(row_of[message_of], timestamps[fits] // 60, *_point_columns(table))
+        )
+        applied = np.bincount(message_of[stored], minlength=len(messages)).tolist()
+        for number, outcome in enumerate(outcomes):
+            outcome.applied = applied[number]
+        for number in message_of[~stored].tolist():
+            outcomes[number].rejected.append(RejectReason.TOO_OLD)
+        return outcomes
 
     def view(self, now: float, rows: list[int] | None = None) -> StateView:
         """Copy of all links' state (or of `rows` only) for analysis outside the lock."""
@@ -106,17 +125,10 @@ class LinkState:
             names_version=i.names_version,
         )
 
-    @staticmethod
-    def _in_window(outcome: ApplyOutcome, datapoints: list[T], now: float) -> list[T]:
-        """The datapoints inside the window; the others' reasons are added to `outcome`."""
-        kept = []
-        for datapoint in datapoints:
-            reason = window_reject_reason(datapoint[0], now)
-            if reason is None:
-                kept.append(datapoint)
-            else:
-                outcome.rejected.append(reason)
-        return kept
+
+_WINDOW_REASONS = (None, RejectReason.FUTURE, RejectReason.TOO_OLD)
+#: Columns of `_datapoint_table`, after the message number and timestamp.
+_COLUMNS = ("is_loss", "loss", *HistogramStats._fields[1:7])
 
 
 def window_reject_reason(ts: int, now: float) -> RejectReason | None:
@@ -125,8 +137,31 @@ def window_reject_reason(ts: int, now: float) -> RejectReason | None:
     The window is the 32 complete minutes before the current one (plus the current minute, which
     shares its ring slot with the oldest and replaces it once its data arrives).
     """
-    if ts > now + MAX_FUTURE_SECONDS:
-        return RejectReason.FUTURE
-    if ts // 60 < int(now // 60) - WINDOW_MINUTES:
-        return RejectReason.TOO_OLD
-    return None
+    return _WINDOW_REASONS[int(window_reject_codes(np.array([ts], np.int64), now)[0])]
+
+
+def window_reject_codes(timestamps: np.ndarray, now: float) -> np.ndarray:
+    """`window_reject_reason` of each timestamp as an index into `_WINDOW_REASONS`."""
+    too_old = timestamps // 60 < int(now // 60) - WINDOW_MINUTES
+    return np.where(timestamps > now + MAX_FUTURE_SECONDS, 1, np.where(too_old, 2, 0))
+
+
+def _datapoint_table(messages: Sequence[ParsedMessage]) -> np.ndarray:
+    """One row per datapoint in application order (each message's delays, then its losses):
+    message number, timestamp, then `_COLUMNS`."""
+    nan = math.nan
+    rows = []
+    for number, message in enumerate(messages):
+        for ts, stats in message.delays:
+            rows.append((number, ts, 0.0, nan, *stats[1:7]))
+        for ts, loss in message.losses:
+            rows.append((number, ts, 1.0, loss, nan, nan, nan, nan, nan, 0.0))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(_COLUMNS))
+
+
+def _point_columns(table: np.ndarray) -> list[np.ndarray]:
+    """The `_COLUMNS` of `table` in the order of `Datapoints`' fields after rows and minutes."""
+    columns = dict(zip(_COLUMNS, table[:, 2:].T, strict=True))
+    columns["is_loss"] = columns["is_loss"] > 0
+    columns["clock_suspect"] = columns["clock_suspect"] > 0
+    return [columns[name] for name in Datapoints._fields[2:]]

@@ -38,10 +38,18 @@ def window_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return n, mean, (deviations**2).sum(axis=1)
 
 
-def add_value(n: float, mean: float, m2: float, x: float) -> tuple[float, float, float]:
-    """Welford's update of (count, mean, m2) with one value."""
-    n += 1.0
-    delta = x - mean if n > 1 else x
-    mean = mean + delta / n if n > 1 else x
-    m2 += delta * (x - mean) if n > 1 else 0.0
-    return n, mean, m2
+def add_values(
+    n: np.ndarray, mean: np.ndarray, m2: np.ndarray, x: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Welford's update of each (count, mean, m2) with one value of `x`.
+
+    >>> n, mean, m2 = add_values(np.array([0., 2.]), np.array([0., 1.]), np.array([0., 2.]),
+    ...                          np.array([3., 4.]))
+    >>> n.tolist(), mean.tolist(), m2.tolist()   # samples [3] and [0, 2, 4]
+    ([1.0, 3.0], [3.0, 2.0], [0.0, 8.0])
+    """
+    n = n + 1.0
+    first = n <= 1
+    delta = np.where(first, x, x - mean)
+    mean = np.where(first, x, mean + delta / n)
+    return n, mean, m2 + np.where(first, 0.0, delta * (x - mean))
