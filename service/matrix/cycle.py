@@ -1,7 +1,9 @@
 """Recomputes the cost matrix every `interval`, and soon after new data arrives.
 
 New data reaches the matrix within `freshness` seconds, but recomputes start at least five
-cycle durations apart so that at any link count they take at most about a fifth of a core, and
+times their CPU time apart so that at any link count they take at most about a fifth of a core
+(CPU time of the cycle thread, not wall time: under ingest load a cycle waits for the GIL, and
+its wall time would space recomputes out for time it did not use), and
 not while more than `BACKLOG_FRAMES` received frames wait to be applied (a back-fill or burst
 being worked off: a matrix of half-applied data is stale before it is served, and the CPU is
 better spent on the backlog; every `interval` still recomputes). A completed back-fill is thus in
@@ -22,7 +24,7 @@ from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.memory import FreeMemoryReleaser
 
 TICK_SECONDS = 0.1
-#: Recomputes are at least this many cycle durations apart.
+#: Recomputes are at least this many times the last one's CPU time apart.
 DUTY_FACTOR = 5.0
 #: Received frames waiting beyond this (four of the frame batcher's batches) mean a backlog.
 BACKLOG_FRAMES = 2048
@@ -49,7 +51,7 @@ class MatrixCycle:
         self._pipeline = pipeline
         self._interval = interval
         self._freshness = freshness
-        self._last_duration = 0.0
+        self._last_cpu_seconds = 0.0
         self._release_free_memory = FreeMemoryReleaser()
         self._clock = clock
         self._backlog = backlog
@@ -67,14 +69,15 @@ class MatrixCycle:
 
     def recompute(self) -> CostMatrix:
         """Analyse a consistent copy of the state and publish the new snapshot."""
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         previous, self.latest = self.latest, self._build(self.latest)
-        elapsed = self._last_duration = time.perf_counter() - started
+        elapsed = time.perf_counter() - started
         for observe in self.cycle_observers:
             observe(elapsed)
         for publish in self.matrix_observers:
             publish(previous, self.latest)
         self._release_free_memory()  # after _build's view and analysis are gone
+        self._last_cpu_seconds = time.thread_time() - cpu_started
         return self.latest
 
     def _build(self, previous: CostMatrix | None) -> CostMatrix:
@@ -102,7 +105,7 @@ class MatrixCycle:
                     self._log.exception("matrix recompute failed")
 
     def _min_gap(self) -> float:
-        return max(self._freshness, DUTY_FACTOR * self._last_duration)
+        return max(self._freshness, DUTY_FACTOR * self._last_cpu_seconds)
 
     def _has_new_data(self) -> bool:
         return self._pipeline.counters.datapoints_applied != self._applied_at_last_cycle

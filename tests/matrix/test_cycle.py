@@ -43,3 +43,23 @@ def test_fresh_data_waits_for_the_backlog_then_reaches_the_matrix() -> None:
         assert len(cycle.latest.links) == 1
     finally:
         cycle.stop()
+
+
+def test_waiting_inside_a_recompute_does_not_space_out_the_next_one() -> None:
+    """The duty factor counts the cycle's CPU time; time spent waiting (as for the GIL) is free."""
+
+    def waiting_clock() -> float:
+        time.sleep(0.4)  # five of these would hold the next recompute back by 2 s
+        return NOW
+
+    pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
+    cycle = MatrixCycle(pipeline, interval=60.0, freshness=0.2, clock=waiting_clock)
+    cycle.start()
+    try:
+        assert wait_until(lambda: cycle.latest is not None, 5.0)
+        first = cycle.latest
+        pipeline.handle_frame(LOSS_TOPIC, sample_body("packet-loss-rate.json"))
+        assert wait_until(lambda: cycle.latest is not first, 1.4)
+        assert len(cycle.latest.links) == 1
+    finally:
+        cycle.stop()
