@@ -84,7 +84,7 @@ class Settings(BaseSettings):
         "durable subscribers drained a backlog with 5,000 or more",
     )
     parse_processes: int = Field(
-        1,
+        2,
         ge=0,
         le=64,
         description="child processes that parse incoming messages, off the GIL of the process "
