@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from service.parse.histogram import compute_histogram_stats
+from service.parse.histogram import _by_histogram_then_delay, compute_histogram_stats
 from tests.message_factory import load_sample
 
 
@@ -120,3 +123,24 @@ def test_positive_delays_are_not_clock_suspect() -> None:
 )
 def test_no_plausible_packet_gives_none(buckets: list[tuple[float, int]]) -> None:
     assert compute_histogram_stats(buckets) is None
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(
+                st.sampled_from([-999.99, -0.5, 0.0, 2.6, 2.6 + 1e-12, 49999.99]),
+                st.floats(-999.0, 49999.0, allow_nan=False),
+            ),
+            max_size=6,
+        ),
+        max_size=6,
+    )
+)
+def test_bucket_order_is_lexsorts_also_with_repeated_and_nearly_equal_delays(
+    histograms: list[list[float]],
+) -> None:
+    delays = np.array([d for h in histograms for d in h], dtype=np.float64)
+    segment = np.repeat(np.arange(len(histograms)), [len(h) for h in histograms])
+    expected = np.lexsort((delays, segment))
+    assert np.array_equal(_by_histogram_then_delay(delays, segment), expected)
