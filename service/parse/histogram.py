@@ -75,7 +75,7 @@ def compute_histogram_stats(buckets: list[tuple[float, int]]) -> HistogramStats 
 
 
 def compute_histogram_batch(
-    delays: Sequence[float], counts: Sequence[int], lengths: Sequence[int]
+    delays: Sequence[float] | np.ndarray, counts: Sequence[int] | np.ndarray, lengths: Sequence[int]
 ) -> list[HistogramStats | None]:
     """Statistics of consecutive histograms whose buckets are concatenated in `delays`/`counts`.
 

@@ -6,8 +6,10 @@ import ipaddress
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
+import numpy as np
 import orjson
 
 from service.errors import RejectedInput, RejectReason
@@ -79,12 +81,10 @@ def _parse_document(
 
 
 def _add_histogram_stats(histograms: list[tuple[ParsedMessage, RawHistogram]]) -> None:
-    delays: list[float] = []
-    counts: list[int] = []
-    for _, (_, bucket_delays, bucket_counts) in histograms:
-        delays += bucket_delays
-        counts += bucket_counts
-    lengths = [len(raw[1]) for _, raw in histograms]
+    lengths = [len(bucket_delays) for _, (_, bucket_delays, _) in histograms]
+    total = sum(lengths)
+    delays = np.fromiter(chain.from_iterable(raw[1] for _, raw in histograms), np.float64, total)
+    counts = np.fromiter(chain.from_iterable(raw[2] for _, raw in histograms), np.int64, total)
     for (message, (ts, _, _)), stats in zip(
         histograms, compute_histogram_batch(delays, counts, lengths), strict=True
     ):
