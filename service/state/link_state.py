@@ -81,11 +81,11 @@ class LinkState:
         for point in np.flatnonzero(codes).tolist():
             outcomes[message_of[point]].rejected.append(_WINDOW_REASONS[codes[point]])
         fits = codes == 0
-        row_of = np.full(len(messages), -1, dtype=np.int64)
-        for number in np.unique(message_of[fits]).tolist():
-            row_of[number] = self.index.row_for(messages[number].link)
         if not fits.any():
             return outcomes
+        row_of = np.full(len(messages), -1, dtype=np.int64)
+        for number in np.unique(message_of[fits]).tolist():  # new links get rows in message order
+            row_of[number] = self.index.row_for(messages[number].link)
         self.buffers.ensure_row(int(row_of.max()))
         table, message_of = table[fits], message_of[fits]
         stored = self.buffers.write(
