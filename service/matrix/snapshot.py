@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -25,7 +26,8 @@ class CostMatrix:
     """One computed matrix: link records plus the full JSON body, serialised once.
 
     `columns` (the rounded values behind the records) let the next snapshot rebuild the records
-    of changed links only; the others are reused as they are (same objects).
+    of changed links only; the others are reused as they are (same objects), and so is their
+    JSON: `link_spans[i]` is where link i's record lies in `body` (start, end).
     """
 
     generated_at: float
@@ -35,6 +37,7 @@ class CostMatrix:
     etag: str
     columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     names_version: int = 0
+    link_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64), repr=False)
 
     @cached_property
     def congested_count(self) -> int:
@@ -95,6 +98,13 @@ _DIGITS = {
 }
 
 
+#: Above this share of changed links, serialising the whole list at once beats splicing.
+SPLICE_MAX_CHANGED = 0.1
+#: Where one record ends and the next begins in a JSON list of records: every record starts
+#: with its "source" key, and inside a JSON string a quote is always escaped.
+_BETWEEN_RECORDS = re.compile(rb'\},(?=\{"source":)')
+
+
 def build_cost_matrix(
     view: StateView,
     analysis: LinkAnalysis,
@@ -110,10 +120,65 @@ def build_cost_matrix(
     rows = np.flatnonzero(changed).tolist()
     for row, record in zip(rows, _records(view, columns, rows, model is not None), strict=True):
         links[row] = record
-    body = orjson.dumps(matrix_document(generated_at, model, links))
+    if (
+        previous is not None
+        and len(previous.link_spans) == len(previous.links)
+        and len(rows) <= SPLICE_MAX_CHANGED * len(links)
+    ):
+        records_json, spans = _spliced_records(previous, links, rows)
+    else:
+        records_json, spans = _serialised_records(links)
+    head = orjson.dumps(matrix_document(generated_at, model, []))  # ends with b'"links":[]}'
+    body = b"".join((head[:-3], *records_json, b"}"))  # one copy of the whole body
     return CostMatrix(
-        generated_at, model, tuple(links), body, etag_of(body), columns, view.names_version
+        generated_at,
+        model,
+        tuple(links),
+        body,
+        etag_of(body),
+        columns,
+        view.names_version,
+        spans + (len(head) - 3),
     )
+
+
+def _serialised_records(links: list[LinkRecord]) -> tuple[list[bytes], np.ndarray]:
+    """The JSON list of `links` (as pieces to join) and each record's (start, end) in it."""
+    records_json = orjson.dumps(links)
+    if not links:
+        return [records_json], np.zeros((0, 2), np.int64)
+    between = [match.start() for match in _BETWEEN_RECORDS.finditer(records_json)]
+    ends = np.array([*between, len(records_json) - 2], np.int64) + 1
+    starts = np.array([0, *between], np.int64) + np.array([1] + [2] * len(between))
+    return [records_json], np.stack([starts, ends], axis=1)
+
+
+def _spliced_records(
+    previous: CostMatrix, links: list[LinkRecord], changed: list[int]
+) -> tuple[list[bytes | memoryview], np.ndarray]:
+    """As `_serialised_records`, copying the JSON of unchanged runs of links from `previous`."""
+    old, old_spans = memoryview(previous.body), previous.link_spans
+    spans = np.empty((len(links), 2), np.int64)
+    pieces: list[bytes | memoryview] = [b"["]
+    position = 1
+    run_start = 0
+    for row in [*changed, len(links)]:
+        if row > run_start:  # links run_start .. row - 1 are unchanged
+            start, end = old_spans[run_start, 0], old_spans[row - 1, 1]
+            pieces += (old[start:end], b",")
+            spans[run_start:row] = old_spans[run_start:row] - start + position
+            position += end - start + 1
+        if row < len(links):
+            record = orjson.dumps(links[row])
+            pieces += (record, b",")
+            spans[row] = (position, position + len(record))
+            position += len(record) + 1
+        run_start = row + 1
+    if len(pieces) > 1:
+        pieces[-1] = b"]"  # in place of the last comma
+    else:
+        pieces.append(b"]")
+    return pieces, spans
 
 
 def etag_of(body: bytes) -> str:

@@ -376,3 +376,51 @@ def test_incremental_build_equals_a_full_rebuild_after_changes() -> None:
     assert incremental.links[0] is first.links[0]  # an unchanged link's record was reused
     assert incremental.links[2] is not first.links[2]
     assert orjson.loads(incremental.body)["links"] == list(incremental.links)
+
+
+def assert_spans_hold_each_record(matrix: CostMatrix) -> None:
+    assert len(matrix.link_spans) == len(matrix.links)
+    for (start, end), record in zip(matrix.link_spans.tolist(), matrix.links, strict=True):
+        assert matrix.body[start:end] == orjson.dumps(record)
+
+
+def test_few_changed_links_are_spliced_into_the_last_body_byte_for_byte() -> None:
+    """Unchanged links' JSON is copied from the previous body; only changed links are encoded."""
+    state = LinkState()
+    now = float(NOW)
+    tricky_host = 'odd"},{"source":"x\\\\},{'  # record-boundary text inside a host name
+    links = [link(source=f"10.2.0.{n}", source_host=f"{tricky_host}{n}") for n in range(40)]
+    for number, endpoints in enumerate(links):
+        for minute in range(20):
+            ts = NOW - (20 - minute) * 60
+            state.apply(delay_message({ts: 5.0 + number % 7 + minute % 3}, endpoints), now)
+    first_view = state.view(now)
+    first = build_cost_matrix(first_view, analyse_links(first_view, None), None, now)
+    assert_spans_hold_each_record(first)
+    for number in (0, 17, 39):  # first, middle and last link change; one link is new
+        state.apply(loss_message({NOW - 60: 0.05}, links[number]), now)
+    state.apply(loss_message({NOW - 60: 0.0}, link(source="10.2.0.99")), now)
+    view = state.view(now + 1)
+    analysis = analyse_links(view, None)
+
+    spliced = build_cost_matrix(view, analysis, None, now + 1, previous=first)
+
+    full = build_cost_matrix(view, analysis, None, now + 1)
+    assert spliced.body == full.body == orjson.dumps(spliced.document(spliced.links))
+    assert spliced.etag == full.etag
+    assert spliced.links[1] is first.links[1] and spliced.links[17] is not first.links[17]
+    assert_spans_hold_each_record(spliced)
+    assert_spans_hold_each_record(full)
+    again = build_cost_matrix(view, analysis, None, now + 2, previous=spliced)
+    assert again.body == orjson.dumps(again.document(again.links))
+    assert_spans_hold_each_record(again)
+
+
+def test_a_matrix_of_no_links_is_built_alike_from_scratch_and_from_a_previous_one() -> None:
+    view = LinkState().view(float(NOW))
+    analysis = analyse_links(view, None)
+    first = build_cost_matrix(view, analysis, None, 1.0)
+    second = build_cost_matrix(view, analysis, None, 2.0, previous=first)
+    for matrix in (first, second):
+        assert matrix.body == orjson.dumps(matrix.document(()))
+        assert orjson.loads(matrix.body)["links"] == [] and len(matrix.link_spans) == 0
