@@ -50,6 +50,26 @@ class StateView:
     def __len__(self) -> int:
         return len(self.sources)
 
+    def rows(self, block: slice) -> StateView:
+        """The links in `block` (array views, not copies), for analysing a view piece by piece."""
+        return StateView(
+            taken_at=self.taken_at,
+            sources=self.sources[block],
+            destinations=self.destinations[block],
+            source_hosts=self.source_hosts[block],
+            destination_hosts=self.destination_hosts[block],
+            source_sites=self.source_sites[block],
+            destination_sites=self.destination_sites[block],
+            slot_minute=self.slot_minute[block],
+            series={name: values[block] for name, values in self.series.items()},
+            archive={name: values[block] for name, values in self.archive.items()},
+            latest_delay_minute=self.latest_delay_minute[block],
+            latest_p95=self.latest_p95[block],
+            latest_minute=self.latest_minute[block],
+            clock_suspect_minute=self.clock_suspect_minute[block],
+            names_version=self.names_version,
+        )
+
 
 class LinkState:
     """All links' buffers; not thread-safe (the ingest adapter serialises access)."""

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from service.analysis.features import FEATURE_NAMES
-from service.analysis.link_analysis import STALE_AFTER_SECONDS, analyse_links
+from service.analysis import link_analysis
+from service.analysis.features import FEATURE_NAMES, AllTimeStats
+from service.analysis.link_analysis import STALE_AFTER_SECONDS, LinkAnalysis, analyse_links
 from service.analysis.predictor import ModelInfo
 from service.errors import RejectReason
 from service.parse.histogram import compute_histogram_stats
@@ -149,3 +150,22 @@ def test_link_whose_datapoints_are_all_rejected_gets_no_row() -> None:
     outcome = state.apply(loss_message({0: 0.1}, FULL), NOW)  # too old
     assert outcome.applied == 0 and outcome.rejected == [RejectReason.TOO_OLD]
     assert len(state) == 0 and len(analyse_links(state.view(NOW), None).cost) == 0
+
+
+def test_analysis_in_blocks_equals_analysis_in_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = two_link_state()
+    feed(state, link("192.0.2.3", "198.51.100.1", "c.a", "full.b"), range(N - 20, N), lambda m: 7.0)
+    view = state.view(NOW)
+    whole = analyse_links(view, FakePredictor())
+    monkeypatch.setattr(link_analysis, "BLOCK_LINKS", 2)  # blocks of 2 and 1 links
+    predictor = FakePredictor()
+    blocked = analyse_links(view, predictor)
+    assert len(predictor.calls) == 1  # still one predictor call for every link
+    for name in LinkAnalysis.__dataclass_fields__:
+        if name == "all_time":
+            for stat in AllTimeStats.__dataclass_fields__:
+                expected = getattr(whole.all_time, stat)
+                np.testing.assert_array_equal(getattr(blocked.all_time, stat), expected)
+        else:
+            np.testing.assert_array_equal(getattr(blocked, name), getattr(whole, name))
+    assert len(blocked.cost) == 3
