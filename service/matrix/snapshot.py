@@ -120,16 +120,19 @@ def build_cost_matrix(
     rows = np.flatnonzero(changed).tolist()
     for row, record in zip(rows, _records(view, columns, rows, model is not None), strict=True):
         links[row] = record
+    head = orjson.dumps(matrix_document(generated_at, model, []))  # ends with b'"links":[]}'
+    start = len(head) - 3  # where the list of links begins in the body
     if (
         previous is not None
         and len(previous.link_spans) == len(previous.links)
         and len(rows) <= SPLICE_MAX_CHANGED * len(links)
     ):
-        records_json, spans = _spliced_records(previous, links, rows)
+        pieces, spans = _spliced_records(previous, links, rows)
+        body = b"".join((head[:start], *pieces, b"}"))  # one copy of the whole body
+        spans += start
     else:
-        records_json, spans = _serialised_records(links)
-    head = orjson.dumps(matrix_document(generated_at, model, []))  # ends with b'"links":[]}'
-    body = b"".join((head[:-3], *records_json, b"}"))  # one copy of the whole body
+        body = orjson.dumps(matrix_document(generated_at, model, links))
+        spans = _record_spans(body, start, len(links))
     return CostMatrix(
         generated_at,
         model,
@@ -138,25 +141,25 @@ def build_cost_matrix(
         etag_of(body),
         columns,
         view.names_version,
-        spans + (len(head) - 3),
+        spans,
     )
 
 
-def _serialised_records(links: list[LinkRecord]) -> tuple[list[bytes], np.ndarray]:
-    """The JSON list of `links` (as pieces to join) and each record's (start, end) in it."""
-    records_json = orjson.dumps(links)
-    if not links:
-        return [records_json], np.zeros((0, 2), np.int64)
-    between = [match.start() for match in _BETWEEN_RECORDS.finditer(records_json)]
-    ends = np.array([*between, len(records_json) - 2], np.int64) + 1
-    starts = np.array([0, *between], np.int64) + np.array([1] + [2] * len(between))
-    return [records_json], np.stack([starts, ends], axis=1)
+def _record_spans(body: bytes, start: int, count: int) -> np.ndarray:
+    """(start, end) of each of the `count` records in the list that begins at `body[start]`."""
+    if count == 0:
+        return np.zeros((0, 2), np.int64)
+    between = [match.start() for match in _BETWEEN_RECORDS.finditer(body, start)]
+    starts = np.array([start - 1, *between], np.int64) + 2
+    ends = np.array([*between, len(body) - 3], np.int64) + 1
+    return np.stack([starts, ends], axis=1)
 
 
 def _spliced_records(
     previous: CostMatrix, links: list[LinkRecord], changed: list[int]
 ) -> tuple[list[bytes | memoryview], np.ndarray]:
-    """As `_serialised_records`, copying the JSON of unchanged runs of links from `previous`."""
+    """The JSON list of `links` as pieces to join, copying unchanged runs of links' JSON from
+    `previous`, and each record's (start, end) in it."""
     old, old_spans = memoryview(previous.body), previous.link_spans
     spans = np.empty((len(links), 2), np.int64)
     pieces: list[bytes | memoryview] = [b"["]
