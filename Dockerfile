@@ -24,6 +24,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # ---- build: the serving virtual environment --------------------------------------------------
 FROM base AS build
+# A C compiler for nettel's histogram scanner (service/parse/_histogram_scan.c); this stage only.
+# Unpinned: Debian's security updates replace these versions within a release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/nettel \
     && pip install --no-cache-dir pip==24.3.1 setuptools==75.6.0 wheel==0.45.1
 WORKDIR /src

@@ -1,5 +1,5 @@
 # Shared setup for scripts/run.sh and scripts/test.sh (sourced, not run): idempotent installs of
-# Debian's activemq (and python3-venv when needed) and of nettel into .venv.
+# Debian's activemq and gcc (and python3-venv, python3-dev when needed) and of nettel into .venv.
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -17,14 +17,16 @@ find_python() {
 
 install_system_packages() {  # $@: Debian packages needed beyond activemq (e.g. chromium)
     local missing=() pkg
-    for pkg in activemq "$@"; do
+    for pkg in activemq gcc "$@"; do  # gcc: nettel's histogram scanner is a C extension
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
     done
     local py
     if ! py="$(find_python)"; then
         missing+=(python3 python3-venv)
-    elif ! "$py" -c 'import ensurepip' 2>/dev/null; then
-        missing+=(python3-venv)
+    else
+        "$py" -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
+        "$py" -c 'import os, sysconfig; os.stat(sysconfig.get_path("include") + "/Python.h")' \
+            2>/dev/null || missing+=(python3-dev)  # headers to build the C extension
     fi
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "setup: installing ${missing[*]}"
@@ -35,9 +37,9 @@ install_system_packages() {  # $@: Debian packages needed beyond activemq (e.g. 
 
 install_venv() {  # $1: what to pip install, e.g. "." or ".[test]"
     [ -x .venv/bin/python ] || "$(find_python)" -m venv .venv
-    local stamp want  # one stamp per target: skip pip while pyproject.toml is unchanged
+    local stamp want  # one stamp per target: skip pip while pyproject.toml and the C are unchanged
     stamp=".venv/.nettel-install-$(printf %s "$1" | tr -c '[:lower:]' '_')"
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+    want="$(cat pyproject.toml service/parse/*.c | sha256sum | cut -d' ' -f1)"  # C: rebuild
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         .venv/bin/python -m pip install --disable-pip-version-check -q -e "$1"
         echo "$want" >"$stamp"

@@ -14,12 +14,15 @@ import orjson
 
 from service.errors import RejectedInput, RejectReason
 from service.parse.histogram import compute_histogram_batch, parse_bucket_delays
+from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
 from service.parse.limits import InputLimits
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 
 ParseInput = Sequence[tuple[MeasurementKind, bytes | str]]
 ParseResult = ParsedMessage | RejectedInput
-RawHistogram = tuple[int, list[float], list[int]]
+#: A histogram's buckets: the index of a scanned one (see histogram_scan), or delays and counts.
+HistogramSource = int | tuple[list[float], list[int]]
+RawHistogram = tuple[int, HistogramSource]
 #: A bucket holds at most this many packets (a minute has 600); larger counts are bad values.
 MAX_BUCKET_COUNT = 10**9
 
@@ -38,28 +41,65 @@ def parse_message(
 
 
 def parse_messages(frames: ParseInput, limits: InputLimits = InputLimits()) -> list[ParseResult]:
-    """Parse a batch of messages; histogram statistics are computed for the whole batch at once."""
+    """Parse a batch of messages; histogram statistics are computed for the whole batch at once.
+
+    Delay histograms in plain form are read by the C scanner (histogram_scan); the rest of each
+    body, and any body the scanner cannot stand for, goes through orjson.
+    """
+    scan = _scan_delay_bodies(frames, limits)
     results: list[ParseResult] = []
     histograms: list[tuple[ParsedMessage, RawHistogram]] = []
-    for kind, body in frames:
+    for position, (kind, body) in enumerate(frames):
         try:
-            message, raw = _parse_document(kind, body, limits)
+            message, raw = _parse_document(kind, body, limits, scan, position)
         except RejectedInput as rejection:
             results.append(rejection)
             continue
         results.append(message)
         histograms.extend((message, histogram) for histogram in raw)
-    _add_histogram_stats(histograms)
+    _add_histogram_stats(histograms, scan)
     return results
 
 
+def _scan_delay_bodies(frames: ParseInput, limits: InputLimits) -> ScannedBatch:
+    scan_all = limits.max_string_length >= LONGEST_KEY
+    bodies = [body if scan_all and kind is MeasurementKind.DELAY else None for kind, body in frames]
+    return scan_histograms(bodies, limits.max_buckets)
+
+
 def _parse_document(
-    kind: MeasurementKind, body: bytes | str, limits: InputLimits
+    kind: MeasurementKind, body: bytes | str, limits: InputLimits, scan: ScannedBatch, position: int
 ) -> tuple[ParsedMessage, list[RawHistogram]]:
     size = len(body) if isinstance(body, bytes) else len(body.encode(errors="replace"))
     if size > limits.max_body_bytes:
         raise RejectedInput(RejectReason.TOO_LARGE, f"{size} bytes")
-    document = _load_json(body)
+    if scan.placed[position]:
+        parsed = _parse_scanned(kind, limits, scan, position)
+        if parsed is not None:
+            return parsed
+    return _parse_fields(kind, _load_json(body), limits)
+
+
+def _parse_scanned(
+    kind: MeasurementKind, limits: InputLimits, scan: ScannedBatch, position: int
+) -> tuple[ParsedMessage, list[RawHistogram]] | None:
+    """The message from its scanned document, or None when that cannot stand for the body."""
+    try:
+        message, raw = _parse_fields(kind, _load_json(scan.documents[position]), limits, scan)
+    except RejectedInput:
+        return None
+    used = [source for _, source in raw if type(source) is int]
+    if len(used) != scan.placed[position] or scan.unusable[used].any():
+        return None
+    return message, raw
+
+
+def _parse_fields(
+    kind: MeasurementKind,
+    document: dict[str, Any],
+    limits: InputLimits,
+    scan: ScannedBatch | None = None,
+) -> tuple[ParsedMessage, list[RawHistogram]]:
     link = _parse_link(_require_object(document.get("meta"), "meta"), limits)
     datapoints = _require_object(document.get("datapoints"), "datapoints")
     if not datapoints:
@@ -73,25 +113,36 @@ def _parse_document(
             ts = _parse_timestamp(key, limits)
             if kind is MeasurementKind.LOSS:
                 message.losses.append((ts, _parse_loss(value, limits)))
+            elif scan is not None and (index := scan.histogram_index(value)) is not None:
+                raw.append((ts, index))
             else:
-                raw.append((ts, *_parse_buckets(value, limits)))
+                raw.append((ts, _parse_buckets(value, limits)))
         except RejectedInput as rejection:
             message.rejected.append((rejection.reason, rejection.detail))
     return message, raw
 
 
-def _add_histogram_stats(histograms: list[tuple[ParsedMessage, RawHistogram]]) -> None:
-    lengths = [len(bucket_delays) for _, (_, bucket_delays, _) in histograms]
+def _add_histogram_stats(
+    histograms: list[tuple[ParsedMessage, RawHistogram]], scan: ScannedBatch
+) -> None:
+    """Statistics of the scanned histograms (all of them) and of the parsed ones, in one batch."""
+    parsed = [source for _, (_, source) in histograms if type(source) is not int]
+    lengths = [len(delays) for delays, _ in parsed]
     total = sum(lengths)
-    delays = np.fromiter(chain.from_iterable(raw[1] for _, raw in histograms), np.float64, total)
-    counts = np.fromiter(chain.from_iterable(raw[2] for _, raw in histograms), np.int64, total)
-    for (message, (ts, _, _)), stats in zip(
-        histograms, compute_histogram_batch(delays, counts, lengths), strict=True
-    ):
-        if stats is None:
+    delays = np.fromiter(chain.from_iterable(delays for delays, _ in parsed), np.float64, total)
+    counts = np.fromiter(chain.from_iterable(counts for _, counts in parsed), np.int64, total)
+    stats = compute_histogram_batch(
+        np.concatenate([scan.delays, delays]),
+        np.concatenate([scan.counts, counts]),
+        np.concatenate([scan.lengths, np.asarray(lengths, dtype=np.int64)]),
+    )
+    next_parsed = iter(range(len(scan.lengths), len(stats)))
+    for message, (ts, source) in histograms:
+        result = stats[source if type(source) is int else next(next_parsed)]
+        if result is None:
             message.rejected.append((RejectReason.CLOCK_ERROR, "no packet with a plausible delay"))
         else:
-            message.delays.append((ts, stats))
+            message.delays.append((ts, result))
 
 
 def _load_json(body: bytes | str) -> dict[str, Any]:
