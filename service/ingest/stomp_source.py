@@ -1,7 +1,7 @@
 """STOMP adapter: keeps a subscription on one of the configured brokers and feeds frames on.
 
 stomp.py does the protocol (STOMP 1.2, heart-beats, failover over the host list on connect;
-frame headers through `stomp_headers`' faster drop-in parser);
+frames through `stomp_frames`' faster drop-in parsers);
 this module adds a supervisor thread that reconnects with capped exponential backoff and jitter
 whenever the connection drops, and the subscription modes:
 
@@ -34,7 +34,7 @@ import stomp
 from stomp.exception import StompException
 
 from service.broker_link import Address, TlsFiles, backoff_seconds, enable_tls
-from service.ingest import stomp_headers
+from service.ingest import stomp_frames
 from service.ingest.ack_token import AckToken
 
 
@@ -100,7 +100,7 @@ class StompSource:
         self._thread = threading.Thread(
             target=self._supervise, name="stomp-supervisor", daemon=True
         )
-        stomp_headers.install()
+        stomp_frames.install()
 
     @property
     def connected(self) -> bool:
