@@ -1,10 +1,11 @@
 """Hands frames from the STOMP receiver thread to two worker stages that work on whole batches.
 
-The receiver only appends to a bounded queue. The parse stage drains up to `max_batch` frames at
-a time and prepares them (parsing, in parser processes when configured); the apply stage stores
-each prepared batch. The stages overlap: while one batch is applied, the next is being parsed,
-and a small hand-off queue keeps their order. A full queue blocks the stage before it, and in the
-end the receiver, which pushes back on the broker over TCP instead of dropping anything.
+The receiver only appends to a bounded queue (a deque, see FrameBatcher). The parse stage
+drains up to `max_batch` frames at a time and prepares them (parsing, in the ingest thread or in
+parser processes); the apply stage stores each prepared batch. The stages overlap: while one
+batch is applied, the next is being parsed, and a small hand-off queue keeps their order. A full
+queue blocks the stage before it, and in the end the receiver, which pushes back on the broker
+over TCP instead of dropping anything.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,7 +26,12 @@ _HANDOFF_BATCHES = 2
 
 
 class FrameBatcher:
-    """`sink` receives each prepared batch (replaceable before `start`, e.g. by persistence)."""
+    """`sink` receives each prepared batch (replaceable before `start`, e.g. by persistence).
+
+    Received frames wait in a deque, not a `queue.Queue`: appending is one atomic call, where a
+    Queue takes two lock round trips per frame on the receiver's thread (~1.2 us of its GIL time
+    per message at full rate); the parse stage is woken by an event, once per batch.
+    """
 
     def __init__(
         self,
@@ -37,7 +44,11 @@ class FrameBatcher:
         self.sink = sink
         self._prepare = prepare
         self._max_batch = max_batch
-        self._queue: queue.Queue[Frame | object] = queue.Queue(max_queued)
+        self._max_queued = max_queued
+        self._frames: deque[Frame | object] = deque()
+        self._arrived = threading.Event()  # set after an append; the parse stage clears it
+        self._room = threading.Condition()  # the receiver waits here while the deque is full
+        self._receiver_waits = False
         self._prepared: queue.Queue[Any] = queue.Queue(_HANDOFF_BATCHES)
         self._log = log or logging.getLogger("nettel.ingest")
         self._threads = [
@@ -50,15 +61,24 @@ class FrameBatcher:
             thread.start()
 
     def queued(self) -> int:
-        """Received frames not yet taken by the parse stage (approximate, as queues are)."""
-        return self._queue.qsize()
+        """Received frames not yet taken by the parse stage."""
+        return len(self._frames)
 
     def put(self, destination: str, body: bytes, ack: AckToken | None) -> None:
-        self._queue.put((destination, body, ack))
+        """Queue a frame; blocks while `max_queued` frames wait."""
+        if len(self._frames) >= self._max_queued:
+            with self._room:
+                self._receiver_waits = True
+                while len(self._frames) >= self._max_queued:
+                    self._room.wait()
+        self._frames.append((destination, body, ack))
+        if not self._arrived.is_set():
+            self._arrived.set()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Apply everything already queued, then end both stages."""
-        self._queue.put(_STOP)
+        self._frames.append(_STOP)
+        self._arrived.set()
         for thread in self._threads:
             thread.join(timeout)
 
@@ -82,15 +102,21 @@ class FrameBatcher:
                 self._log.exception("applying a batch of frames failed")
 
     def _next_batch(self) -> tuple[list[Frame], bool]:
-        """Block for one frame, then take whatever else is queued, up to max_batch."""
+        """Wait for frames, then take those queued, up to max_batch."""
+        while not self._frames:
+            self._arrived.wait()
+            self._arrived.clear()  # an append after this sets it again; the deque is checked after
         batch: list[Frame] = []
-        item = self._queue.get()
-        while item is not _STOP:
+        take = self._frames.popleft
+        stopping = False
+        for _ in range(min(len(self._frames), self._max_batch)):
+            item = take()
+            if item is _STOP:
+                stopping = True
+                break
             batch.append(item)  # type: ignore[arg-type]
-            if len(batch) >= self._max_batch:
-                return batch, False
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return batch, False
-        return batch, True
+        if self._receiver_waits:
+            with self._room:
+                self._receiver_waits = False
+                self._room.notify_all()
+        return batch, stopping

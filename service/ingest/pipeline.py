@@ -88,8 +88,8 @@ class IngestPipeline:
         with self.lock:
             messages = [r for r in parsed.results if not isinstance(r, RejectedInput)]
             outcomes = iter(self.state.apply_batch(messages, now))
+            self._count_messages(parsed, now)
             for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True):
-                self._count_message(destination, now)
                 if kind is None:
                     self._reject(RejectReason.UNKNOWN_TOPIC, destination[:80], destination)
                     continue
@@ -103,16 +103,21 @@ class IngestPipeline:
     def _account(self, result: ParsedMessage, outcome: ApplyOutcome, destination: str) -> int:
         """Count what applying one message did and log its refusals."""
         self.counters.datapoints_applied += outcome.applied
-        self.counters.clock_error_packets += sum(s.dropped_packets for _, s in result.delays)
-        details = dict(result.rejected)
-        for reason in outcome.rejected:
-            self._reject(reason, details.get(reason, ""), destination)
+        for _, stats in result.delays:
+            self.counters.clock_error_packets += stats.dropped_packets
+        if outcome.rejected:
+            details = dict(result.rejected)
+            for reason in outcome.rejected:
+                self._reject(reason, details.get(reason, ""), destination)
         return outcome.applied
 
-    def _count_message(self, destination: str, now: float) -> None:
-        topic = destination if destination in self._topics else "other"
-        self.counters.messages_by_topic[topic] += 1
-        self.counters.last_message_at = now
+    def _count_messages(self, parsed: ParsedFrames, now: float) -> None:
+        self.counters.messages_by_topic.update(
+            "other" if kind is None else destination
+            for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True)
+        )
+        if parsed.frames:
+            self.counters.last_message_at = now
 
     def _reject(self, reason: RejectReason, detail: str, destination: str) -> None:
         self.counters.rejected_by_reason[reason.value] += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -36,6 +37,10 @@ class HistogramStats(NamedTuple):
     p95: float
     clock_suspect: bool
     dropped_packets: int
+
+
+#: HistogramStats from a tuple of its fields in order, without a Python-level call per record.
+_new_stats = partial(tuple.__new__, HistogramStats)
 
 
 class _DelayKeys(dict[str, float]):
@@ -97,11 +102,12 @@ def compute_histogram_batch(
     mean = np.bincount(segment, weights=d * c, minlength=k) / safe
     deviation = d - mean[segment]
     std = np.sqrt(np.bincount(segment, weights=c * deviation * deviation, minlength=k) / safe)
-    columns = zip(
-        packets.tolist(), mean.tolist(), std.tolist(), *_ranked_delays(d, c, packets).tolist(),
-        dropped.tolist(), strict=True,
-    )  # fmt: skip
-    return [_stats(*values) if values[0] else None for values in columns]
+    n = packets.astype(np.int64)
+    lower_mid, upper_mid, p95, minimum = _ranked_delays(d, c, packets)
+    median = np.where(n % 2 == 1, lower_mid, (lower_mid + upper_mid) / 2)
+    columns = (n, mean, std, median, minimum, p95, minimum < 0, dropped.astype(np.int64))
+    stats = map(_new_stats, zip(*(column.tolist() for column in columns), strict=True))
+    return [values if values.packets else None for values in stats]
 
 
 def _by_histogram_then_delay(d: np.ndarray, segment: np.ndarray) -> np.ndarray:
@@ -129,26 +135,3 @@ def _ranked_delays(d: np.ndarray, c: np.ndarray, packets: np.ndarray) -> np.ndar
     ranks = np.stack([(n + 1) // 2, n // 2 + 1, -((-95 * n) // 100), np.ones_like(n)])
     positions = np.searchsorted(np.cumsum(c), before + ranks, side="left")
     return d[np.minimum(positions, max(len(d) - 1, 0))] if len(d) else np.zeros(ranks.shape)
-
-
-def _stats(
-    packets: float,
-    mean: float,
-    std: float,
-    lower_mid: float,
-    upper_mid: float,
-    p95: float,
-    minimum: float,
-    dropped: float,
-) -> HistogramStats:
-    n = int(packets)
-    return HistogramStats(
-        packets=n,
-        mean=mean,
-        std=std,
-        median=lower_mid if n % 2 else (lower_mid + upper_mid) / 2,
-        minimum=minimum,
-        p95=p95,
-        clock_suspect=minimum < 0,
-        dropped_packets=int(dropped),
-    )

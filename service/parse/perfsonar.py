@@ -177,11 +177,12 @@ def _parse_link(meta: dict[str, Any], limits: InputLimits) -> LinkEndpoints:
         meta.get("input_source"),
         meta.get("input_destination"),
     )
-    if not all(type(x) is str or x is None for x in key[1:]):
-        return _checked_link(meta, limits)  # hostile types: never cached, always refused
-    link = _LINKS.get(key)
+    try:
+        link = _LINKS.get(key)  # only checked keys (strings or None) are cached, and a string
+    except TypeError:  # equals no other type, so a hit needs no check again
+        return _checked_link(meta, limits)  # unhashable values: refused
     if link is None:
-        link = _checked_link(meta, limits)
+        link = _checked_link(meta, limits)  # raises unless every field is a string or None
         if len(_LINKS) >= _LINK_CACHE_LIMIT:
             _LINKS.clear()
         _LINKS[key] = link
@@ -228,8 +229,23 @@ def _host_field(meta: dict[str, Any], name: str, fallback: str, limits: InputLim
     return value
 
 
+#: Timestamps already parsed, by key text: a minute's key arrives from every link.
+_TIMESTAMPS: dict[str, int] = {}
+_TIMESTAMP_CACHE_LIMIT = 1 << 12
+
+
 def _parse_timestamp(key: str, limits: InputLimits) -> int:
     _check_length(key, "timestamp", limits)
+    seconds = _TIMESTAMPS.get(key)
+    if seconds is None:
+        seconds = _timestamp_value(key)
+        if len(_TIMESTAMPS) >= _TIMESTAMP_CACHE_LIMIT:
+            _TIMESTAMPS.clear()
+        _TIMESTAMPS[key] = seconds
+    return seconds
+
+
+def _timestamp_value(key: str) -> int:
     try:
         seconds = float(key)
     except ValueError:

@@ -59,3 +59,30 @@ def test_a_failing_batch_is_logged_and_the_stages_go_on(caplog: pytest.LogCaptur
         "parsing a batch of frames failed",
         "applying a batch of frames failed",
     ]
+
+
+def test_a_full_queue_blocks_the_receiver_until_the_parse_stage_takes_frames() -> None:
+    applied: list[int] = []
+    gate = threading.Event()
+
+    def prepare(frames):
+        gate.wait(5)
+        return [int(body) for _, body, _ in frames]
+
+    batcher = FrameBatcher(prepare, applied.extend, max_batch=2, max_queued=3)
+    batcher.start()
+
+    def receive() -> None:
+        for number in range(10):
+            batcher.put("/topic/t", str(number).encode(), None)
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    receiver.join(0.5)
+    assert receiver.is_alive()  # blocked: one batch in prepare, three frames queued
+    assert batcher.queued() == 3
+    gate.set()
+    receiver.join(5)
+    assert not receiver.is_alive()
+    batcher.stop()
+    assert applied == list(range(10))
