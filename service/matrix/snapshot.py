@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import math
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -246,43 +245,48 @@ def _changed_rows(
 def _records(
     view: StateView, columns: dict[str, np.ndarray], rows: list[int], has_model: bool
 ) -> list[LinkRecord]:
-    """JSON-ready records of `rows` (NaN as null)."""
-    picked = {name: _json_values(values[rows]) for name, values in columns.items()}
-    picked["last"] = [None if x is None or x < 0 else int(x) for x in picked["last"]]
-    return [_link_record(view, picked, i, row, has_model) for i, row in enumerate(rows)]
+    """JSON-ready records of `rows` (NaN as null), built a column at a time."""
+    picked = np.asarray(rows, dtype=np.intp)
+    c = {name: _json_values(values[picked]) for name, values in columns.items()}
+    c["last"] = [None if x is None or x < 0 else int(x) for x in c["last"]]
+    names = (
+        view.sources,
+        view.destinations,
+        view.source_hosts,
+        view.destination_hosts,
+        view.source_sites,
+        view.destination_sites,
+    )
+    delay_values = zip(*(c[k] for k in _DELAY_KEYS), strict=True)
+    # strict=False inside: each tuple comes from a strict zip of as many columns as keys
+    delays = [dict(zip(_DELAY_KEYS, v, strict=False)) for v in delay_values]
+    reasons = (
+        list(map(_REASON_BY_COMPLETENESS.__getitem__, c["complete"]))
+        if has_model
+        else ["no_model"] * len(rows)
+    )
+    values = zip(
+        *(list(map(name.__getitem__, rows)) for name in names),
+        c["cost"], c["empirical"], c["congested"], c["utilisation"], reasons, delays,
+        c["loss"], c["samples"], c["last"], c["stale"], c["clock"], strict=True,
+    )  # fmt: skip
+    return [dict(zip(_RECORD_KEYS, record, strict=False)) for record in values]
 
 
 def _json_values(values: np.ndarray) -> list[Any]:
     if values.dtype.kind != "f":
         return values.tolist()
-    return [None if math.isnan(x) else x for x in values.tolist()]
+    objects = values.astype(object)
+    objects[np.isnan(values)] = None
+    return objects.tolist()
 
 
-def _link_record(
-    view: StateView, c: dict[str, list], i: int, row: int, has_model: bool
-) -> LinkRecord:
-    return {
-        "source": view.sources[row],
-        "destination": view.destinations[row],
-        "source_host": view.source_hosts[row],
-        "destination_host": view.destination_hosts[row],
-        "source_site": view.source_sites[row],
-        "destination_site": view.destination_sites[row],
-        "cost": c["cost"][i],
-        "empirical": c["empirical"][i],
-        "congested": c["congested"][i],
-        "utilisation": c["utilisation"][i],
-        "utilisation_reason": _utilisation_reason(has_model, c["complete"][i]),
-        "delay_ms": {k: c[k][i] for k in ("mean", "median", "std", "min", "p95")},
-        "packet_loss": c["loss"][i],
-        "samples": c["samples"][i],
-        "last_measurement": c["last"][i],
-        "stale": c["stale"][i],
-        "clock_suspect": c["clock"][i],
-    }
-
-
-def _utilisation_reason(has_model: bool, complete: bool) -> str | None:
-    if not has_model:
-        return "no_model"
-    return None if complete else "insufficient_data"
+#: A link record's keys, in the order the body lists them.
+_RECORD_KEYS = (
+    "source", "destination", "source_host", "destination_host", "source_site",
+    "destination_site", "cost", "empirical", "congested", "utilisation", "utilisation_reason",
+    "delay_ms", "packet_loss", "samples", "last_measurement", "stale", "clock_suspect",
+)  # fmt: skip
+_DELAY_KEYS = ("mean", "median", "std", "min", "p95")
+#: `utilisation_reason` with a model loaded, by whether the link has all its features.
+_REASON_BY_COMPLETENESS = ("insufficient_data", None)
