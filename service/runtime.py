@@ -10,6 +10,7 @@ from service.analysis.predictor import ModelInfo
 from service.broker_link import TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
+from service.ingest.backlog import ingest_is_behind
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.parser_processes import ParserProcesses
 from service.ingest.pipeline import IngestPipeline
@@ -109,7 +110,7 @@ def build_runtime(settings: Settings) -> Runtime:
         settings.interval,
         model.current if model else None,
         settings.freshness,
-        backlog=batcher.queued,
+        behind=lambda: ingest_is_behind(batcher.queued(), source.unread_bytes()),
     )
     persistence = None
     if store is not None:

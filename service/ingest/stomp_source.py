@@ -23,7 +23,10 @@ passcode is only ever sent in the CONNECT frame and never logged.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import sys
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -110,6 +113,21 @@ class StompSource:
         """Total time without a broker connection since start (including now, if down)."""
         since = self._disconnected_since
         return self._disconnected_total + (time.monotonic() - since if since is not None else 0.0)
+
+    def unread_bytes(self) -> int:
+        """Bytes the broker has sent that wait unread in the socket (0 when unknown).
+
+        Many mean the receiver is behind: a back-fill is being worked off at the broker's side,
+        where no queue of ours can see it.
+        """
+        socket = getattr(getattr(self._connection, "transport", None), "socket", None)
+        if socket is None:
+            return 0
+        try:
+            waiting = fcntl.ioctl(socket.fileno(), termios.FIONREAD, bytes(4))
+        except (OSError, ValueError):  # closed meanwhile
+            return 0
+        return int.from_bytes(waiting, sys.byteorder, signed=True)
 
     def acknowledge(self, tokens: Iterable[AckToken]) -> int:
         """Ack frames received on the current connection; older ones will be redelivered anyway."""

@@ -3,11 +3,12 @@
 New data reaches the matrix within `freshness` seconds, but recomputes start at least five
 times their CPU time apart so that at any link count they take at most about a fifth of a core
 (CPU time of the cycle thread, not wall time: under ingest load a cycle waits for the GIL, and
-its wall time would space recomputes out for time it did not use), and
-not while more than `BACKLOG_FRAMES` received frames wait to be applied (a back-fill or burst
-being worked off: a matrix of half-applied data is stale before it is served, and the CPU is
-better spent on the backlog; every `interval` still recomputes). A completed back-fill is thus in
-the matrix about `freshness` seconds after its last message.
+its wall time would space recomputes out for time it did not use), and not while ingest is
+behind (`behind()`: a back-fill or burst being worked off; a matrix of half-applied data is stale
+before it is served, and the CPU is better spent on the backlog; every `interval` still
+recomputes). Ingest counts as behind for `BEHIND_QUIET_SECONDS` after it was last seen behind,
+as the signal flickers while a back-fill streams in. A completed back-fill is thus in the matrix
+about `freshness` seconds after its last message.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from service.memory import FreeMemoryReleaser
 TICK_SECONDS = 0.1
 #: Recomputes are at least this many times the last one's CPU time apart.
 DUTY_FACTOR = 5.0
-#: Received frames waiting beyond this (four of the frame batcher's batches) mean a backlog.
-BACKLOG_FRAMES = 2048
+#: Seconds without a sign of a backlog before data-triggered recomputes resume.
+BEHIND_QUIET_SECONDS = 1.0
 
 
 class MatrixCycle:
@@ -41,9 +42,9 @@ class MatrixCycle:
         freshness: float = 1.0,
         clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
-        backlog: Callable[[], int] = lambda: 0,
+        behind: Callable[[], bool] = lambda: False,
     ) -> None:
-        """`backlog` tells how many received frames wait to be applied."""
+        """`behind` tells whether ingest has a backlog to work off (polled every tick)."""
         self.latest: CostMatrix | None = None
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = []
@@ -54,7 +55,7 @@ class MatrixCycle:
         self._last_cpu_seconds = 0.0
         self._release_free_memory = FreeMemoryReleaser()
         self._clock = clock
-        self._backlog = backlog
+        self._behind = behind
         self._log = log or logging.getLogger("nettel.cycle")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="matrix-cycle", daemon=True)
@@ -90,13 +91,16 @@ class MatrixCycle:
         return build_cost_matrix(view, analysis, info, view.taken_at, previous)
 
     def _run(self) -> None:
-        last_start = float("-inf")
+        last_start = last_behind = float("-inf")
         while not self._stop.wait(TICK_SECONDS):
-            since = time.monotonic() - last_start
+            now = time.monotonic()
+            if self._behind():
+                last_behind = now
+            since = now - last_start
             if since >= self._interval or (
                 self._has_new_data()
                 and since >= self._min_gap()
-                and self._backlog() <= BACKLOG_FRAMES
+                and now - last_behind >= BEHIND_QUIET_SECONDS
             ):
                 last_start = time.monotonic()
                 try:

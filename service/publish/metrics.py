@@ -56,6 +56,11 @@ class RuntimeCollector(Collector):
             value=runtime.batcher.queued(),
         )
         yield GaugeMetricFamily(
+            "nettel_ingest_unread_bytes",
+            "Bytes the broker sent that wait unread in the socket (many: the receiver is behind).",
+            value=runtime.source.unread_bytes(),
+        )
+        yield GaugeMetricFamily(
             "nettel_broker_connected",
             "1 when subscribed to a broker.",
             value=1.0 if runtime.source.connected else 0.0,

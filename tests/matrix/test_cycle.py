@@ -1,11 +1,11 @@
-"""MatrixCycle's schedule: data-triggered recomputes wait while a backlog is being applied."""
+"""MatrixCycle's schedule: data-triggered recomputes wait while ingest works off a backlog."""
 
 from __future__ import annotations
 
 import time
 
 from service.ingest.pipeline import IngestPipeline
-from service.matrix.cycle import BACKLOG_FRAMES, MatrixCycle
+from service.matrix.cycle import BEHIND_QUIET_SECONDS, MatrixCycle
 from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
 from tests.message_factory import sample_body
@@ -25,21 +25,23 @@ def wait_until(condition, timeout: float) -> bool:
 
 def test_fresh_data_waits_for_the_backlog_then_reaches_the_matrix() -> None:
     pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
-    backlog = [0]
+    behind = [False]
     cycle = MatrixCycle(
-        pipeline, interval=60.0, freshness=0.2, clock=lambda: NOW, backlog=lambda: backlog[0]
+        pipeline, interval=60.0, freshness=0.2, clock=lambda: NOW, behind=lambda: behind[0]
     )
     cycle.start()
     try:
         assert wait_until(lambda: cycle.latest is not None, 5.0)  # the first, interval cycle
         first = cycle.latest
-        backlog[0] = BACKLOG_FRAMES + 1
+        behind[0] = True
         pipeline.handle_frame(LOSS_TOPIC, sample_body("packet-loss-rate.json"))
         time.sleep(1.0)  # five freshness periods
         assert cycle.latest is first and len(first.links) == 0
 
-        backlog[0] = BACKLOG_FRAMES
+        behind[0] = False
+        caught_up = time.monotonic()
         assert wait_until(lambda: cycle.latest is not first, 3.0)
+        assert time.monotonic() - caught_up >= BEHIND_QUIET_SECONDS - 0.1  # flickers are ignored
         assert len(cycle.latest.links) == 1
     finally:
         cycle.stop()

@@ -1,0 +1,50 @@
+"""StompSource on a real broker: a stalled receiver's backlog shows as unread socket bytes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from service.devtools.activemq import ActiveMQProcess
+from service.ingest.stomp_source import StompSource, SubscriptionSpec
+from tests.integration.wire import Publisher, wait_for
+
+pytestmark = pytest.mark.broker
+TOPIC = "/topic/nettel.test.unread"
+
+
+def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
+    activemq: ActiveMQProcess,
+) -> None:
+    release, received = threading.Event(), []
+
+    def stall_on_first(topic: str, body: bytes, ack: object) -> None:
+        received.append(body)
+        release.wait(30)  # holds stomp.py's receiver thread: the socket fills behind it
+
+    source = StompSource(
+        [("127.0.0.1", activemq.stomp_port)],
+        [TOPIC],
+        stall_on_first,
+        subscription=SubscriptionSpec(mode="plain"),
+    )
+    assert source.unread_bytes() == 0  # no connection yet
+    source.start()
+    publisher = Publisher(f"127.0.0.1:{activemq.stomp_port}")
+    try:
+        wait_for(lambda: source.connected, 20, what="subscription")
+        body = b"x" * 4096
+        for _ in range(200):  # 800 KB
+            publisher.send(TOPIC, body)
+        # a stalled reader's socket buffer stays at its initial size (~128 KB on Linux); a
+        # draining one grows it, which is where BACKLOG_UNREAD_BYTES was seen exceeded
+        wait_for(lambda: source.unread_bytes() > 64 * 1024, 20, what="unread bytes")
+        release.set()
+        wait_for(lambda: len(received) == 200, 20, what="every message")
+        assert source.unread_bytes() == 0
+    finally:
+        release.set()
+        publisher.close()
+        source.stop()
+    assert source.unread_bytes() == 0  # disconnected
