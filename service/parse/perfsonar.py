@@ -62,8 +62,9 @@ def parse_messages(frames: ParseInput, limits: InputLimits = InputLimits()) -> l
 
 
 def _scan_delay_bodies(frames: ParseInput, limits: InputLimits) -> ScannedBatch:
-    scan_all = limits.max_string_length >= LONGEST_KEY
-    bodies = [body if scan_all and kind is MeasurementKind.DELAY else None for kind, body in frames]
+    """Scan the delay bodies, unless the string limit is below keys the scanner accepts."""
+    allowed = limits.max_string_length >= LONGEST_KEY
+    bodies = [body if allowed and kind is MeasurementKind.DELAY else None for kind, body in frames]
     return scan_histograms(bodies, limits.max_buckets)
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.errors import RejectedInput
+from service.errors import RejectedInput, RejectReason
 from service.parse import _histogram_scan, perfsonar
 from service.parse.histogram_scan import (
     ScannedBatch,
@@ -235,3 +235,18 @@ def test_parse_results_equal_the_general_path(
 def monkeypatch_module() -> Any:
     with pytest.MonkeyPatch.context() as patch:
         yield patch
+
+
+def test_a_string_limit_below_the_scanners_keys_parses_everything_generally(
+    monkeypatch_module: Any,
+) -> None:
+    short_meta = orjson.dumps(meta(source_host=None, destination_host=None))  # IPs only
+    body = b'{"meta": %s, "datapoints": {"%d": {"2.615": 3, "2.6": 1}}}' % (short_meta, BASE_TS)
+    limits = InputLimits(max_string_length=15)  # too short for a 17-character key, not for IPs
+    expected = general_path([(DELAY, body)], limits, monkeypatch_module)
+    (result,) = parse_messages([(DELAY, body)], limits)
+    assert comparable(result) == comparable(expected[0])
+    long_key = b"1234567890.12345"
+    body = body.replace(b"2.615", long_key)
+    (result,) = parse_messages([(DELAY, body)], limits)
+    assert result.rejected == [(RejectReason.BAD_VALUE, "bucket delay is longer than the limit")]
