@@ -28,6 +28,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
         [TOPIC],
         stall_on_first,
         subscription=SubscriptionSpec(mode="plain"),
+        heartbeat_ms=60_000,  # the stall must not look like a dead connection (messages lost)
     )
     assert source.unread_bytes() == 0  # no connection yet
     source.start()
