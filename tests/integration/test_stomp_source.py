@@ -34,7 +34,13 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
     source.start()
     publisher = Publisher(f"127.0.0.1:{activemq.stomp_port}")
     try:
-        wait_for(lambda: source.connected, 20, what="subscription")
+        wait_for(lambda: source.connected, 20, what="connection")
+
+        def probe_received() -> bool:  # the broker may take the SUBSCRIBE after "connected"
+            publisher.send(TOPIC, b"probe")
+            return bool(received)
+
+        wait_for(probe_received, 20, interval=0.2, what="a first message")  # now stalled
         body = b"x" * 4096
         for _ in range(200):  # 800 KB
             publisher.send(TOPIC, body)
@@ -42,7 +48,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
         # draining one grows it, which is where BACKLOG_UNREAD_BYTES was seen exceeded
         wait_for(lambda: source.unread_bytes() > 64 * 1024, 20, what="unread bytes")
         release.set()
-        wait_for(lambda: len(received) == 200, 20, what="every message")
+        wait_for(lambda: received.count(body) == 200, 20, what="every message")
         assert source.unread_bytes() == 0
     finally:
         release.set()
