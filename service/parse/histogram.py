@@ -118,7 +118,7 @@ def _by_histogram_then_delay(d: np.ndarray, segment: np.ndarray) -> np.ndarray:
     which the check below confirms; with repeated delays, or should rounding of the key ever have
     misordered two of them, lexsort runs instead.
     """
-    order = np.argsort(segment * _SEGMENT_SPAN + (d - CLOCK_ERROR_LOW_MS))
+    order = np.argsort(_sort_keys(d, segment))
     d_sorted, segment_sorted = d[order], segment[order]
     same_histogram = segment_sorted[1:] == segment_sorted[:-1]
     if np.all(segment_sorted[1:] >= segment_sorted[:-1]) and np.all(
@@ -126,6 +126,25 @@ def _by_histogram_then_delay(d: np.ndarray, segment: np.ndarray) -> np.ndarray:
     ):
         return order
     return np.lexsort((d, segment))
+
+
+def repeats_a_delay(delays: np.ndarray, lengths: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Per histogram (`lengths` as in compute_histogram_batch): may two buckets share a delay?
+
+    Never misses a repeat; delays beyond the clock-error bounds, or closer than the sort key
+    resolves, may be reported as repeats too.
+    """
+    segment = np.repeat(np.arange(len(lengths)), lengths)
+    clipped = np.clip(delays, CLOCK_ERROR_LOW_MS, CLOCK_ERROR_HIGH_MS)
+    keys = np.sort(_sort_keys(clipped, segment))
+    repeated = np.zeros(len(lengths), dtype=bool)
+    repeated[(keys[1:][keys[1:] == keys[:-1]] // _SEGMENT_SPAN).astype(np.int64)] = True
+    return repeated
+
+
+def _sort_keys(d: np.ndarray, segment: np.ndarray) -> np.ndarray:
+    """Keys that order buckets by histogram, then delay (for delays within the clock bounds)."""
+    return segment * _SEGMENT_SPAN + (d - CLOCK_ERROR_LOW_MS)
 
 
 def _ranked_delays(d: np.ndarray, c: np.ndarray, packets: np.ndarray) -> np.ndarray:

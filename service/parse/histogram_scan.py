@@ -22,13 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.parse import _histogram_scan
-from service.parse.histogram import CLOCK_ERROR_HIGH_MS, CLOCK_ERROR_LOW_MS
+from service.parse.histogram import repeats_a_delay
 
 #: Longest bucket key the scanner accepts ('-', 15 digits and a point); shorter string limits
 #: than this would refuse keys the scanner reads, so no scan is made under them.
 LONGEST_KEY = 17
 _PLACEHOLDER_MARK = "\x00"  # decoded "\u0000", which no body without a backslash contains
-_SEGMENT_SPAN = 2.0**16  # wider than the clipped delay range below, which spans 51,000 ms
 
 
 @dataclass(frozen=True)
@@ -65,17 +64,3 @@ def scan_histograms(bodies: Sequence[bytes | str | None], max_buckets: int) -> S
         lengths=lengths,
         unusable=(lengths > max_buckets) | repeats_a_delay(delays, lengths),
     )
-
-
-def repeats_a_delay(delays: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Per histogram: whether two of its buckets may have the same delay.
-
-    Never misses a repeat; delays beyond the clock-error bounds, or closer than the sort key
-    resolves, may be reported as repeats too (their body is then parsed whole, to the same result).
-    """
-    segment = np.repeat(np.arange(len(lengths)), lengths)
-    clipped = np.clip(delays, CLOCK_ERROR_LOW_MS, CLOCK_ERROR_HIGH_MS) - CLOCK_ERROR_LOW_MS
-    keys = np.sort(segment * _SEGMENT_SPAN + clipped)
-    repeated = np.zeros(len(lengths), dtype=bool)
-    repeated[(keys[1:][keys[1:] == keys[:-1]] // _SEGMENT_SPAN).astype(np.int64)] = True
-    return repeated

@@ -17,11 +17,8 @@ from hypothesis import strategies as st
 
 from service.errors import RejectedInput, RejectReason
 from service.parse import _histogram_scan, perfsonar
-from service.parse.histogram_scan import (
-    ScannedBatch,
-    repeats_a_delay,
-    scan_histograms,
-)
+from service.parse.histogram import repeats_a_delay
+from service.parse.histogram_scan import ScannedBatch, scan_histograms
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import ParseResult, parse_message, parse_messages
 from service.parse.records import MeasurementKind
