@@ -69,7 +69,7 @@ def probe(n_links: int, model: str) -> dict[str, object]:
         "rss_after_cycle": rss["VmRSS"],
         "rss_parsers": parsers_rss,
         "rss_peak": rss["VmHWM"],
-        "matrix_body_bytes": len(matrix.body),
+        "matrix_body_bytes": matrix.encoded.size,
         "matrix_gzip_bytes": gzip_bytes,
         "cycle_seconds": cycle_seconds,
         "tensorflow_imported": "tensorflow" in sys.modules,

@@ -87,7 +87,7 @@ def _size_figures(
     result.add(f"max_{key}", f"{n:,} links: max of {repeats}", max(times), "s")
     result.add(f"warmup_{key}", f"{n:,} links: first cycle (all links new)", warm_up, "s")
     result.add(f"per_link_{key}", f"{n:,} links: median per link", 1e6 * median(times) / n, "µs")
-    result.add(f"body_{key}", f"{n:,} links: JSON body", len(matrix.body), "B")
+    result.add(f"body_{key}", f"{n:,} links: JSON body", matrix.encoded.size, "B")
     result.details[f"times_{key}"] = times
 
 

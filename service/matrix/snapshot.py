@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numpy as np
-import orjson
 
 from service.analysis.link_analysis import LinkAnalysis
 from service.analysis.predictor import ModelInfo
+from service.matrix.matrix_body import MatrixBody, encode_body
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import StateView
 
@@ -26,26 +23,33 @@ class CostMatrix:
 
     `columns` (the rounded values behind the records) let the next snapshot rebuild the records
     of changed links only; the others are reused as they are (same objects), and so is their
-    JSON: `link_spans[i]` is where link i's record lies in `body` (start, end).
+    JSON in `encoded`.
     """
 
     generated_at: float
     model: ModelInfo | None
     links: tuple[LinkRecord, ...]
-    body: bytes = field(repr=False)
-    etag: str
+    encoded: MatrixBody = field(repr=False)
     columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     names_version: int = 0
-    link_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64), repr=False)
+
+    @property
+    def etag(self) -> str:
+        return self.encoded.etag
+
+    @property
+    def body(self) -> bytes:
+        """The whole body in one piece (joined on first use; publishers that can send the
+        pieces use `encoded.chunks`)."""
+        return self.encoded.joined
+
+    @property
+    def gzip_body(self) -> bytes:
+        return self.encoded.gzipped
 
     @cached_property
     def congested_count(self) -> int:
         return sum(1 for link in self.links if link["congested"])
-
-    @cached_property
-    def gzip_body(self) -> bytes:
-        """The body gzip-compressed, computed once per snapshot on first request."""
-        return gzip.compress(self.body, compresslevel=5)
 
     @cached_property
     def _rows_by_endpoint(self) -> dict[str, dict[str, list[int]]]:
@@ -97,13 +101,6 @@ _DIGITS = {
 }
 
 
-#: Above this share of changed links, serialising the whole list at once beats splicing.
-SPLICE_MAX_CHANGED = 0.1
-#: Where one record ends and the next begins in a JSON list of records: every record starts
-#: with its "source" key, and inside a JSON string a quote is always escaped.
-_BETWEEN_RECORDS = re.compile(rb'\},(?=\{"source":)')
-
-
 def build_cost_matrix(
     view: StateView,
     analysis: LinkAnalysis,
@@ -119,73 +116,13 @@ def build_cost_matrix(
     rows = np.flatnonzero(changed).tolist()
     for row, record in zip(rows, _records(view, columns, rows, model is not None), strict=True):
         links[row] = record
-    head = orjson.dumps(matrix_document(generated_at, model, []))  # ends with b'"links":[]}'
-    start = len(head) - 3  # where the list of links begins in the body
-    if (
-        previous is not None
-        and len(previous.link_spans) == len(previous.links)
-        and len(rows) <= SPLICE_MAX_CHANGED * len(links)
-    ):
-        pieces, spans = _spliced_records(previous, links, rows)
-        body = b"".join((head[:start], *pieces, b"}"))  # one copy of the whole body
-        spans += start
-    else:
-        body = orjson.dumps(matrix_document(generated_at, model, links))
-        spans = _record_spans(body, start, len(links))
-    return CostMatrix(
-        generated_at,
-        model,
-        tuple(links),
-        body,
-        etag_of(body),
-        columns,
-        view.names_version,
-        spans,
+    encoded = encode_body(
+        matrix_document(generated_at, model, []),
+        links,
+        rows,
+        None if previous is None else previous.encoded,
     )
-
-
-def _record_spans(body: bytes, start: int, count: int) -> np.ndarray:
-    """(start, end) of each of the `count` records in the list that begins at `body[start]`."""
-    if count == 0:
-        return np.zeros((0, 2), np.int64)
-    between = [match.start() for match in _BETWEEN_RECORDS.finditer(body, start)]
-    starts = np.array([start - 1, *between], np.int64) + 2
-    ends = np.array([*between, len(body) - 3], np.int64) + 1
-    return np.stack([starts, ends], axis=1)
-
-
-def _spliced_records(
-    previous: CostMatrix, links: list[LinkRecord], changed: list[int]
-) -> tuple[list[bytes | memoryview], np.ndarray]:
-    """The JSON list of `links` as pieces to join, copying unchanged runs of links' JSON from
-    `previous`, and each record's (start, end) in it."""
-    old, old_spans = memoryview(previous.body), previous.link_spans
-    spans = np.empty((len(links), 2), np.int64)
-    pieces: list[bytes | memoryview] = [b"["]
-    position = 1
-    run_start = 0
-    for row in [*changed, len(links)]:
-        if row > run_start:  # links run_start .. row - 1 are unchanged
-            start, end = old_spans[run_start, 0], old_spans[row - 1, 1]
-            pieces += (old[start:end], b",")
-            spans[run_start:row] = old_spans[run_start:row] - start + position
-            position += end - start + 1
-        if row < len(links):
-            record = orjson.dumps(links[row])
-            pieces += (record, b",")
-            spans[row] = (position, position + len(record))
-            position += len(record) + 1
-        run_start = row + 1
-    if len(pieces) > 1:
-        pieces[-1] = b"]"  # in place of the last comma
-    else:
-        pieces.append(b"]")
-    return pieces, spans
-
-
-def etag_of(body: bytes) -> str:
-    """Strong ETag of a body: 96 bits of its SHA-256 (hardware-accelerated, ~2 GB/s here)."""
-    return '"' + hashlib.sha256(body).hexdigest()[:24] + '"'
+    return CostMatrix(generated_at, model, tuple(links), encoded, columns, view.names_version)
 
 
 def build_link_records(view: StateView, a: LinkAnalysis, has_model: bool) -> list[LinkRecord]:

@@ -7,7 +7,7 @@ import logging
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
@@ -15,6 +15,7 @@ import orjson
 from fastapi import FastAPI, Header, HTTPException, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from service.errors import ModelBundleError
 from service.matrix.link_detail import build_link_detail
@@ -182,4 +183,21 @@ def _full_matrix_response(request: Request, matrix: CostMatrix) -> Response:
     if "gzip" in request.headers.get("accept-encoding", ""):
         headers["Content-Encoding"] = "gzip"
         return Response(matrix.gzip_body, media_type=JSON, headers=headers)
-    return Response(matrix.body, media_type=JSON, headers=headers)
+    return ChunkedBodyResponse(matrix.encoded.chunks, media_type=JSON, headers=headers)
+
+
+class ChunkedBodyResponse(Response):
+    """A body sent as its pieces, one after another, without joining them (Content-Length set)."""
+
+    def __init__(self, chunks: Sequence[bytes], media_type: str, headers: dict[str, str]) -> None:
+        self.chunks = chunks
+        length = str(sum(map(len, chunks)))
+        super().__init__(media_type=media_type, headers=headers | {"Content-Length": length})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        for chunk in self.chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})

@@ -13,6 +13,7 @@ import pytest
 from service.analysis.features import FEATURE_NAMES
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import ModelInfo
+from service.matrix.matrix_body import BLOCK_LINKS, encode_body
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.matrix.views import aggregate_sites, dense_matrix
 from service.publish.schemas import CostMatrixOut, LinkOut
@@ -284,7 +285,7 @@ LINKS = [
     ],
 )
 def test_select_links_by_ip_host_and_site(source, destination, expected) -> None:
-    matrix = CostMatrix(0.0, None, tuple(LINKS), b"", "")
+    matrix = CostMatrix(0.0, None, tuple(LINKS), encode_body({"links": []}, LINKS))
     assert matrix.select(source, destination) == [LINKS[i] for i in expected]
 
 
@@ -379,9 +380,10 @@ def test_incremental_build_equals_a_full_rebuild_after_changes() -> None:
 
 
 def assert_spans_hold_each_record(matrix: CostMatrix) -> None:
-    assert len(matrix.link_spans) == len(matrix.links)
-    for (start, end), record in zip(matrix.link_spans.tolist(), matrix.links, strict=True):
-        assert matrix.body[start:end] == orjson.dumps(record)
+    spans = matrix.encoded.spans
+    assert len(spans) == len(matrix.links)
+    for row, ((start, end), record) in enumerate(zip(spans.tolist(), matrix.links, strict=True)):
+        assert matrix.encoded.blocks[row // BLOCK_LINKS][start:end] == orjson.dumps(record)
 
 
 def test_few_changed_links_are_spliced_into_the_last_body_byte_for_byte() -> None:
@@ -423,4 +425,4 @@ def test_a_matrix_of_no_links_is_built_alike_from_scratch_and_from_a_previous_on
     second = build_cost_matrix(view, analysis, None, 2.0, previous=first)
     for matrix in (first, second):
         assert matrix.body == orjson.dumps(matrix.document(()))
-        assert orjson.loads(matrix.body)["links"] == [] and len(matrix.link_spans) == 0
+        assert orjson.loads(matrix.body)["links"] == [] and len(matrix.encoded.spans) == 0

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import orjson
-
 from service.analysis.predictor import ModelInfo
-from service.matrix.snapshot import CostMatrix, LinkRecord, etag_of, matrix_document
+from service.matrix.matrix_body import encode_body
+from service.matrix.snapshot import CostMatrix, LinkRecord, matrix_document
 
 TS = 1_700_000_160
 
@@ -54,8 +53,8 @@ def host_link(
 def make_matrix(
     links: Sequence[LinkRecord], generated_at: float = TS + 40.0, model: ModelInfo | None = None
 ) -> CostMatrix:
-    body = orjson.dumps(matrix_document(generated_at, model, links))
-    return CostMatrix(generated_at, model, tuple(links), body, etag_of(body))
+    encoded = encode_body(matrix_document(generated_at, model, []), links)
+    return CostMatrix(generated_at, model, tuple(links), encoded)
 
 
 def read_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
