@@ -2,7 +2,9 @@
 
 Frames can wait in two places: in the frame batcher (received, not yet applied) or, when the
 receiver thread itself is the bottleneck, at the broker's side of the connection, unread in the
-socket. The matrix cycle holds data-triggered recomputes back while either holds a backlog.
+socket. The matrix cycle holds data-triggered recomputes back while ingest is behind
+(`BacklogWatch`): a matrix of half-applied data is stale before it is served, and the CPU is
+better spent on the backlog.
 """
 
 from __future__ import annotations
@@ -12,7 +14,31 @@ BACKLOG_FRAMES = 2048
 #: Unread bytes in the broker's socket beyond this mean a backlog. A receiver keeping up with
 #: 5,000 msg/s left at most ~75 KB there between reads; draining a back-fill, up to 1.5 MB.
 BACKLOG_UNREAD_BYTES = 256 * 1024
+#: A backlog counts once seen at every poll for this long. While a recompute runs, ingest waits
+#: for the GIL and a burst builds up; it clears within a poll or two and is no back-fill.
+BEHIND_PERSIST_SECONDS = 0.3
+#: Seconds without a backlog before ingest no longer counts as behind: the signal flickers while
+#: a back-fill streams in.
+BEHIND_QUIET_SECONDS = 1.0
 
 
 def ingest_is_behind(queued_frames: int, unread_bytes: int) -> bool:
     return queued_frames > BACKLOG_FRAMES or unread_bytes > BACKLOG_UNREAD_BYTES
+
+
+class BacklogWatch:
+    """Turns the backlog seen at each poll into whether ingest is behind (see the constants)."""
+
+    def __init__(self) -> None:
+        self._backlog_since: float | None = None
+        self._last_behind = float("-inf")
+
+    def behind(self, now: float, backlog: bool) -> bool:
+        """`backlog`: whether a backlog is seen now (`ingest_is_behind`); `now` is monotonic."""
+        if not backlog:
+            self._backlog_since = None
+        elif self._backlog_since is None:
+            self._backlog_since = now
+        if self._backlog_since is not None and now - self._backlog_since >= BEHIND_PERSIST_SECONDS:
+            self._last_behind = now
+        return now - self._last_behind < BEHIND_QUIET_SECONDS

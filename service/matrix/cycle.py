@@ -1,14 +1,14 @@
 """Recomputes the cost matrix every `interval`, and soon after new data arrives.
 
-New data reaches the matrix within `freshness` seconds, but recomputes start at least five
-times their CPU time apart so that at any link count they take at most about a fifth of a core
-(CPU time of the cycle thread, not wall time: under ingest load a cycle waits for the GIL, and
-its wall time would space recomputes out for time it did not use), and not while ingest is
-behind (`behind()`: a back-fill or burst being worked off; a matrix of half-applied data is stale
-before it is served, and the CPU is better spent on the backlog; every `interval` still
-recomputes). Ingest counts as behind for `BEHIND_QUIET_SECONDS` after it was last seen behind,
-as the signal flickers while a back-fill streams in. A completed back-fill is thus in the matrix
-about `freshness` seconds after its last message.
+New data reaches the matrix within about `freshness` seconds: a data-triggered recompute starts
+`freshness` minus the last recompute's duration after the previous one started, so that data
+arriving just after one copied the state is in the next one's matrix `freshness` seconds later.
+Recomputes start at least five times their CPU time apart, though, so that at any link count they
+take at most about a fifth of a core (CPU time of the cycle thread, not wall time: under ingest
+load a cycle waits for the GIL, and its wall time would space recomputes out for time it did not
+use), and not while ingest is behind (`BacklogWatch`: a back-fill or burst being worked off;
+every `interval` still recomputes). A completed back-fill is thus in the matrix about
+`freshness` seconds after its last message.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
+from service.ingest.backlog import BacklogWatch
 from service.ingest.pipeline import IngestPipeline
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.memory import FreeMemoryReleaser
@@ -27,8 +28,12 @@ from service.memory import FreeMemoryReleaser
 TICK_SECONDS = 0.1
 #: Recomputes are at least this many times the last one's CPU time apart.
 DUTY_FACTOR = 5.0
-#: Seconds without a sign of a backlog before data-triggered recomputes resume.
-BEHIND_QUIET_SECONDS = 1.0
+
+
+def recompute_gap(freshness: float, last_seconds: float, last_cpu_seconds: float) -> float:
+    """Least time from one recompute's start to the next data-triggered one's, given how long
+    the last one took (wall and CPU time)."""
+    return max(freshness - last_seconds, DUTY_FACTOR * last_cpu_seconds)
 
 
 class MatrixCycle:
@@ -44,7 +49,7 @@ class MatrixCycle:
         log: logging.Logger | None = None,
         behind: Callable[[], bool] = lambda: False,
     ) -> None:
-        """`behind` tells whether ingest has a backlog to work off (polled every tick)."""
+        """`behind` tells whether ingest has a backlog now (polled every tick)."""
         self.latest: CostMatrix | None = None
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = []
@@ -52,7 +57,7 @@ class MatrixCycle:
         self._pipeline = pipeline
         self._interval = interval
         self._freshness = freshness
-        self._last_cpu_seconds = 0.0
+        self._last_seconds = self._last_cpu_seconds = 0.0
         self._release_free_memory = FreeMemoryReleaser()
         self._clock = clock
         self._behind = behind
@@ -72,7 +77,7 @@ class MatrixCycle:
         """Analyse a consistent copy of the state and publish the new snapshot."""
         started, cpu_started = time.perf_counter(), time.thread_time()
         previous, self.latest = self.latest, self._build(self.latest)
-        elapsed = time.perf_counter() - started
+        elapsed = self._last_seconds = time.perf_counter() - started
         for observe in self.cycle_observers:
             observe(elapsed)
         for publish in self.matrix_observers:
@@ -91,25 +96,19 @@ class MatrixCycle:
         return build_cost_matrix(view, analysis, info, view.taken_at, previous)
 
     def _run(self) -> None:
-        last_start = last_behind = float("-inf")
+        last_start = float("-inf")
+        backlog = BacklogWatch()
         while not self._stop.wait(TICK_SECONDS):
             now = time.monotonic()
-            if self._behind():
-                last_behind = now
+            behind = backlog.behind(now, self._behind())
             since = now - last_start
-            if since >= self._interval or (
-                self._has_new_data()
-                and since >= self._min_gap()
-                and now - last_behind >= BEHIND_QUIET_SECONDS
-            ):
+            gap = recompute_gap(self._freshness, self._last_seconds, self._last_cpu_seconds)
+            if since >= self._interval or (self._has_new_data() and since >= gap and not behind):
                 last_start = time.monotonic()
                 try:
                     self.recompute()
                 except Exception:  # a failed cycle keeps the previous snapshot in service
                     self._log.exception("matrix recompute failed")
-
-    def _min_gap(self) -> float:
-        return max(self._freshness, DUTY_FACTOR * self._last_cpu_seconds)
 
     def _has_new_data(self) -> bool:
         return self._pipeline.counters.datapoints_applied != self._applied_at_last_cycle
