@@ -21,6 +21,7 @@ from types import ModuleType
 from benchmarks.context import SuiteContext
 from benchmarks.environment import REPO_ROOT, describe_environment
 from benchmarks.interference import other_cores, sample_cpu
+from benchmarks.machine_speed import reference_seconds
 from benchmarks.measurements import api, cycle, freshness, ingest, memory, start
 from benchmarks.model import model_description
 from benchmarks.report import (
@@ -110,6 +111,7 @@ def ensure_wrk() -> bool:
 
 def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None) -> int:
     environment = describe_environment(ctx.load_generator, model_description())
+    environment["reference_start"] = reference_seconds()
     results: list[MeasurementResult] = []
     errors: dict[str, str] = {}
     for name in selected:
@@ -120,6 +122,7 @@ def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None) -> int
         else:
             errors[name] = outcome
             ctx.log(f"{name} FAILED: {outcome.splitlines()[-1]}")
+    environment["reference_end"] = reference_seconds()
     duration = time.monotonic() - ctx.began
     report = build_report(environment, results, errors, quick=ctx.quick, duration_seconds=duration)
     write_json(report, ctx.output / "report.json")

@@ -189,12 +189,25 @@ def _environment_table(env: dict[str, Any]) -> list[str]:
         ),
         ("model", env["model"]),
         ("date", env["date"]),
+        ("reference work (s, lower is faster)", _reference_speed(env)),
     ]
     return (
         ["## Machine and versions", "", "| | |", "|---|---|"]
         + [f"| {k} | {v} |" for k, v in rows]
         + [""]
     )
+
+
+def _reference_speed(env: dict[str, Any]) -> str:
+    """benchmarks/machine_speed.py's fixed work at the start and end of the run."""
+
+    def timing(key: str) -> str:
+        seconds = env.get(key)
+        if not seconds:
+            return "-"
+        return f"Python {seconds['python']:.3f}, numpy {seconds['numpy']:.3f}"
+
+    return f"{timing('reference_start')} at the start; {timing('reference_end')} at the end"
 
 
 def _targets_table(report: dict[str, Any]) -> list[str]:

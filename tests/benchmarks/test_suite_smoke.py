@@ -17,6 +17,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = ("ingest", "cycle", "memory", "api", "freshness", "start")
 ENVIRONMENT_KEYS = {
+    "reference_start",
+    "reference_end",
     "cpu_model",
     "cores",
     "ram_bytes",
@@ -97,6 +99,8 @@ def test_markdown_renders_machine_targets_and_figures(quick_run: tuple[dict, str
     report, markdown = quick_run
     assert markdown.startswith("# Performance")
     assert report["environment"]["cpu_model"] in markdown
+    python_seconds = report["environment"]["reference_end"]["python"]
+    assert python_seconds > 0 and f"Python {python_seconds:.3f}" in markdown
     assert "## Targets" in markdown
     for measurement in report["measurements"].values():
         assert measurement["title"] in markdown
