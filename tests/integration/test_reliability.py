@@ -13,19 +13,32 @@ import time
 import httpx
 import pytest
 
-from tests.integration.wire import SequenceFeed, links_to, wait_for
+from service.devtools.service_process import ServiceProcess
+from tests.integration.wire import SequenceFeed, links_to, wait_for, wait_until_subscribed
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-def assert_all_landed(base_url: str, published: list[int], timeout: float = 60) -> None:
+def assert_all_landed(service: ServiceProcess, published: list[int], timeout: float = 60) -> None:
+    """Every published datapoint is in `service`'s matrix, once; on a timeout the message says
+    which are missing, with the service's log."""
     expected = {SequenceFeed.source_of(n) for n in published}
+    seen: dict[str, dict] = {}
 
     def landed():
-        links = links_to(base_url, SequenceFeed.DESTINATION) or {}
-        return links if expected <= set(links) else None
+        seen.clear()
+        seen.update(links_to(service.url, SequenceFeed.DESTINATION) or {})
+        return dict(seen) if expected <= set(seen) else None
 
-    links = wait_for(landed, timeout=timeout, interval=1.0, what=f"{len(expected)} datapoints")
+    try:
+        links = wait_for(landed, timeout=timeout, interval=1.0, what=f"{len(expected)} datapoints")
+    except AssertionError as timed_out:
+        missing = sorted(expected - set(seen), key=lambda ip: tuple(map(int, ip.split("."))))
+        raise AssertionError(
+            f"{timed_out}: {len(missing)} missing of {len(published)} published (first "
+            f"{published[0]}, last {published[-1]}), e.g. {missing[:8]}; {len(seen)} links seen"
+            f"\n--- service log ---\n{service.log_tail(60)}"
+        ) from None
     assert all(links[source]["samples"] == 1 for source in expected)
     assert set(links) == expected  # nothing that was never published
 
@@ -37,7 +50,7 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
     service = nettel_service(
         broker.brokers, "--interval", "1", "--heartbeat-ms", "2000", "--client-id", "fault-1"
     )
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    wait_until_subscribed(service.url, broker.brokers)
     feed = SequenceFeed(broker.brokers).start()
     time.sleep(3)
     broker.kill()
@@ -56,7 +69,7 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
     published = feed.stop()
     assert service.process.poll() is None
     assert reconnect_seconds <= 10
-    assert_all_landed(service.url, published)
+    assert_all_landed(service, published)
 
 
 def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
@@ -65,6 +78,7 @@ def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
     broker = activemq_factory()
     args = ("--interval", "1", "--state-dir", str(tmp_path / "state"), "--client-id", "fault-2")
     service = nettel_service(broker.brokers, *args)
+    wait_until_subscribed(service.url, broker.brokers)
     feed = SequenceFeed(broker.brokers).start()
     wait_for(lambda: links_to(service.url, SequenceFeed.DESTINATION), what="first datapoints")
     time.sleep(2)
@@ -78,7 +92,7 @@ def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
     after = httpx.get(f"{restarted.url}/links/{first}/{SequenceFeed.DESTINATION}").json()
     assert after["series"] == before["series"]  # restored from the snapshot, exactly
     time.sleep(3)
-    assert_all_landed(restarted.url, feed.stop())
+    assert_all_landed(restarted, feed.stop())
 
 
 def test_sigkill_at_a_random_moment_loses_nothing(activemq_factory, nettel_service, tmp_path):
@@ -94,6 +108,7 @@ def test_sigkill_at_a_random_moment_loses_nothing(activemq_factory, nettel_servi
         "fault-3",
     )
     service = nettel_service(broker.brokers, *args)
+    wait_until_subscribed(service.url, broker.brokers)
     feed = SequenceFeed(broker.brokers, rate_per_second=100).start()
     time.sleep(random.Random().uniform(3.0, 8.0))
     service.process.send_signal(signal.SIGKILL)
@@ -101,4 +116,4 @@ def test_sigkill_at_a_random_moment_loses_nothing(activemq_factory, nettel_servi
     time.sleep(2)
     restarted = nettel_service(broker.brokers, *args)
     time.sleep(3)
-    assert_all_landed(restarted.url, feed.stop())
+    assert_all_landed(restarted, feed.stop())

@@ -166,3 +166,23 @@ def links_to(base_url: str, destination: str) -> dict[str, dict] | None:
     """Links of /costmatrix?destination=... keyed by source IP (None when unreachable)."""
     matrix = get_json(f"{base_url}/costmatrix", destination=destination)
     return None if matrix is None else {link["source"]: link for link in matrix["links"]}
+
+
+def wait_until_subscribed(base_url: str, brokers: str, timeout: float = 30.0) -> None:
+    """Publish probe loss datapoints (to 192.0.2.254) until the service at `base_url` shows one.
+
+    The broker may take a SUBSCRIBE after the client counts as connected, and a topic drops what
+    it gets before; a durable subscription keeps everything from the first probe received on.
+    """
+    publisher = Publisher(brokers)
+    destination = "192.0.2.254"
+    body = sample_body("packet-loss-rate.json", [current_minute_ts(1)], destination=destination)
+
+    def probe_landed() -> dict[str, dict] | None:
+        publisher.send("/topic/perfsonar.raw.packet-loss-rate", body)
+        return links_to(base_url, destination)
+
+    try:
+        wait_for(probe_landed, timeout, interval=0.5, what="a probe through the subscription")
+    finally:
+        publisher.close()
