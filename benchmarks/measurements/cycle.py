@@ -24,6 +24,8 @@ from service.state.link_state import LinkState
 
 NAME = "cycle"
 PHASE_REPEATS = 3
+#: Rounds of the scattered-change pattern (reported, no target).
+SCATTERED_ROUNDS = 6
 METHOD = (
     "For each size, a LinkState is filled directly (index through its API, buffers with numpy: "
     "all 32 slots of every link hold plausible delay and loss, archived moments hold a long "
@@ -33,7 +35,10 @@ METHOD = (
     "orjson body, ETag) - runs once to warm up; then the sizes take turns, one cycle each per "
     "round for the stated number of rounds, so that a change in the machine's speed during the "
     "run affects every size alike. "
-    "A few extra passes time the three phases separately."
+    "A few extra passes time the three phases separately. The timed rounds change a contiguous "
+    "sixtieth of the links (a collector's round robin); a further "
+    f"{SCATTERED_ROUNDS} rounds change a sixtieth chosen at random (a mesh whose links report "
+    "at scattered moments), so that every block of the body has changed links."
 )
 
 
@@ -58,9 +63,17 @@ def run(ctx: SuiteContext) -> MeasurementResult:
         for n, (pipeline, cycle) in cycles.items():
             _new_minute_for_a_sixtieth(pipeline.state, step)
             times[n].append(_timed(cycle.recompute))
+    scattered: dict[int, list[float]] = {n: [] for n in sizes}
+    rng = np.random.default_rng(5)
+    for _ in range(SCATTERED_ROUNDS):
+        for n, (pipeline, cycle) in cycles.items():
+            _new_minute_for_a_random_sixtieth(pipeline.state, rng)
+            scattered[n].append(_timed(cycle.recompute))
     phase_rows = []
     for n, (pipeline, cycle) in cycles.items():
         _size_figures(result, n, cycle, times[n], warm_up[n])
+        label = f"{n:,} links: median of {SCATTERED_ROUNDS}, a random sixtieth changed"
+        result.add(f"scattered_median_{_key(n)}", label, median(scattered[n]), "s")
         phases = _phases(pipeline, model)
         phase_rows.append(
             [f"{n:,}", *(f"{1000 * phases[k]:.1f}" for k in ("view", "analyse", "build"))]
@@ -95,9 +108,17 @@ def _new_minute_for_a_sixtieth(state: LinkState, step: int) -> None:
     """Steady state: each link reports once a minute and the matrix is recomputed every second,
     so about 1/60 of the links change between two cycles (their newest loss value here)."""
     n = len(state)
-    rows = np.arange(step * n // 60, (step + 1) * n // 60) % n
+    _touch_loss(state, np.arange(step * n // 60, (step + 1) * n // 60) % n)
+
+
+def _touch_loss(state: LinkState, rows: np.ndarray) -> None:
     slots = state.buffers.latest_minute[rows] % WINDOW_MINUTES
     state.buffers.series["loss"][rows, slots] += np.float32(0.001)
+
+
+def _new_minute_for_a_random_sixtieth(state: LinkState, rng: np.random.Generator) -> None:
+    n = len(state)
+    _touch_loss(state, rng.choice(n, n // 60, replace=False))
 
 
 def _phases(pipeline: IngestPipeline, model: UtilisationPredictor | None) -> dict[str, float]:

@@ -39,7 +39,14 @@ FIGURES = {
         "service_to_bare",
         "pipeline_alone_rate",
     },
-    "cycle": {"median_1k", "max_1k", "time_ratio", "link_ratio", "growth_exponent"},
+    "cycle": {
+        "median_1k",
+        "max_1k",
+        "scattered_median_1k",
+        "time_ratio",
+        "link_ratio",
+        "growth_exponent",
+    },
     "memory": {"state_per_link_1k", "rss_1k", "tensorflow_1k"},
     "api": {
         "full_rate",
