@@ -84,19 +84,19 @@ def encode_body(
     for lo in range(0, len(links), BLOCK_LINKS):
         hi = min(lo + BLOCK_LINKS, len(links))
         first, last = np.searchsorted(changed_rows, (lo, hi))
-        if previous is not None and lo < old_count:
-            if first == last and min(old_count, lo + BLOCK_LINKS) == hi:  # block unchanged
-                blocks.append(previous.blocks[lo // BLOCK_LINKS])
-                digests.append(previous.digests[lo // BLOCK_LINKS])
-                spans[lo:hi] = previous.spans[lo:hi]
-                continue
-            if last - first <= SPLICE_MAX_CHANGED * (hi - lo):
-                rows = changed_rows[first:last].tolist()
-                blocks.append(_spliced_block(previous, links, lo, hi, rows, spans))
-                digests.append(hashlib.sha256(blocks[-1]).digest())
-                continue
-        blocks.append(_encoded_block(links, lo, hi, spans))
-        digests.append(hashlib.sha256(blocks[-1]).digest())
+        old = previous if previous is not None and lo < old_count else None
+        if old is not None and first == last and min(old_count, lo + BLOCK_LINKS) == hi:
+            blocks.append(old.blocks[lo // BLOCK_LINKS])  # the block is unchanged
+            digests.append(old.digests[lo // BLOCK_LINKS])
+            spans[lo:hi] = old.spans[lo:hi]
+            continue
+        if old is not None and last - first <= SPLICE_MAX_CHANGED * (hi - lo):
+            rows = changed_rows[first:last].tolist()
+            block = _spliced_block(old, links, lo, hi, rows, spans)
+        else:
+            block = _encoded_block(links, lo, hi, spans)
+        blocks.append(block)
+        digests.append(hashlib.sha256(block).digest())
     return MatrixBody(head, tuple(blocks), tuple(digests), spans)
 
 
