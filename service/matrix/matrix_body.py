@@ -46,8 +46,9 @@ class MatrixBody:
         """The body's pieces in order: send them one after another."""
         return (self.head, *self.blocks, _TAIL)
 
-    @property
+    @cached_property
     def size(self) -> int:
+        """Bytes in the whole body."""
         return sum(map(len, self.chunks))
 
     @cached_property

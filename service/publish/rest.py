@@ -7,7 +7,7 @@ import logging
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from service.errors import ModelBundleError
 from service.matrix.link_detail import build_link_detail
+from service.matrix.matrix_body import MatrixBody
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites, dense_matrix
 from service.publish.ecosystem import register_ecosystem
@@ -183,15 +184,15 @@ def _full_matrix_response(request: Request, matrix: CostMatrix) -> Response:
     if "gzip" in request.headers.get("accept-encoding", ""):
         headers["Content-Encoding"] = "gzip"
         return Response(matrix.gzip_body, media_type=JSON, headers=headers)
-    return ChunkedBodyResponse(matrix.encoded.chunks, media_type=JSON, headers=headers)
+    return ChunkedBodyResponse(matrix.encoded, media_type=JSON, headers=headers)
 
 
 class ChunkedBodyResponse(Response):
     """A body sent as its pieces, one after another, without joining them (Content-Length set)."""
 
-    def __init__(self, chunks: Sequence[bytes], media_type: str, headers: dict[str, str]) -> None:
-        self.chunks = chunks
-        length = str(sum(map(len, chunks)))
+    def __init__(self, body: MatrixBody, media_type: str, headers: dict[str, str]) -> None:
+        self.chunks = body.chunks
+        length = str(body.size)
         super().__init__(media_type=media_type, headers=headers | {"Content-Length": length})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
