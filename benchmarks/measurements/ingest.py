@@ -34,6 +34,7 @@ from benchmarks.profiling import (
     thread_table,
 )
 from benchmarks.publishing import PublishResult, publish_all
+from benchmarks.receive_path import receive_cpu_us
 from benchmarks.report import MeasurementResult
 from benchmarks.service_process import scrape
 from service.config import DELAY_TOPIC, LOSS_TOPIC, Settings
@@ -86,7 +87,9 @@ METHOD = (
     "so the shares say where the receiving process's one core of Python goes; the parser "
     "processes are not sampled). Finally the parse+apply pipeline alone runs "
     "in-process (no broker) on the first 20,000 messages in batches of 512 (the frame batcher's "
-    "largest), once timed and once under cProfile. "
+    "largest), once timed and once under cProfile; and the STOMP receive path alone "
+    "(`benchmarks/receive_path.py`): the same 20,000 messages as ActiveMQ's MESSAGE frames, "
+    "read from memory by stomp.py's reader and by the service's, best of 3, CPU per message. "
     "CPU per message: user + system time (/proc) of the broker, of the bare consumer (its whole "
     "run) and of the service process and its parser processes (from the first poll that saw a "
     "message to the N-th message), divided by the messages in that span; the two cores are "
@@ -152,9 +155,10 @@ def run(ctx: SuiteContext) -> MeasurementResult:
         rounds = [_round(ctx, broker, corpus, number) for number in range(1, ROUNDS + 1)]
         result.details["broker_limits"] = broker_limits(broker)
         result.details["flow_control_log_lines"] = flow_control_lines(broker)[:20]
-    ctx.log("ingest: in-process pipeline")
+    ctx.log("ingest: in-process pipeline and receive path")
     alone_rate, alone_profile = _pipeline_alone(corpus)
     _rate_figures(result, corpus, rounds, alone_rate)
+    _receive_figures(result, receive_cpu_us(corpus.messages[:PIPELINE_MESSAGES]))
     _profile_details(result, rounds[0].drain.profile, alone_profile)
     return result
 
@@ -361,6 +365,13 @@ def _rate_figures(
     result.details["service_timeline"] = first.drain.timeline[
         :: max(1, len(first.drain.timeline) // 200)
     ]
+
+
+def _receive_figures(result: MeasurementResult, cpu_us: dict[str, float]) -> None:
+    label = "receive path in-process, CPU per message: stomp.py's reader (the bare consumer's)"
+    result.add("receive_alone_stomp_py", label, cpu_us["stomp_py"], "µs")
+    label = "receive path in-process, CPU per message: nettel's (stomp_transport)"
+    result.add("receive_alone_nettel", label, cpu_us["nettel"], "µs")
 
 
 def _mean(values: list[float | None]) -> float | None:

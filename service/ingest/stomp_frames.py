@@ -4,17 +4,15 @@ stomp.py 9.0 finds a frame's header block and splits its lines with regexes, mat
 header line with another, runs `re.sub` twice per header to undo STOMP 1.2 escapes (`\\n`,
 `\\c`, `\\\\`, `\\r`) although a header without a backslash has nothing to undo, and `copy.copy`s
 the header dict. For a MESSAGE frame of ~10 headers that was most of the receiver thread's time
-(py-spy, docs/performance.md). `install()` makes stomp.py's receive loop call `parse_frame` and
-`parse_headers` below instead: the same result for every input (tested against stomp.py's own
-functions), with `bytes.find`, `str.split` and `str.partition`, unescaping only where a
-backslash occurs.
+(py-spy, docs/performance.md). `stomp_transport`'s receive path calls `parse_frame` below
+instead: the same result for every input (tested against stomp.py's own functions), with
+`bytes.find`, `str.split` and `str.partition`, unescaping only where a backslash occurs.
 """
 
 from __future__ import annotations
 
 import re
 
-import stomp.transport
 import stomp.utils
 
 #: stomp.py's own parsers, kept for comparison in tests and benchmarks.
@@ -46,7 +44,7 @@ def _unescaped(text: str) -> str:
 
 def parse_frame(frame: bytes) -> stomp.utils.Frame | None:
     """A received frame's command, headers and body; None for a frame of empty lines only."""
-    preamble_end, body_start = _preamble_bounds(frame)
+    preamble_end, body_start = preamble_bounds(frame)
     preamble = frame[:preamble_end].decode(errors="replace")
     lines = preamble.split("\n")
     if "\r" in preamble:  # lines end in LF or CRLF (STOMP 1.2): drop the CR of a CRLF
@@ -64,19 +62,12 @@ def parse_frame(frame: bytes) -> stomp.utils.Frame | None:
     return parsed
 
 
-def _preamble_bounds(frame: bytes) -> tuple[int, int]:
-    """Where the header block ends and the body starts: at the first blank line (LF or CRLF)."""
-    lf = frame.find(b"\n\n")
-    crlf = frame.find(b"\r\n\r\n", 0, len(frame) if lf < 0 else lf + 3)  # one that starts first
+def preamble_bounds(buffer: bytes, start: int = 0, end: int | None = None) -> tuple[int, int]:
+    """Where the header block of buffer[start:end] ends and its body starts: at the first blank
+    line (LF or CRLF); both `end` when there is none."""
+    end = len(buffer) if end is None else end
+    lf = buffer.find(b"\n\n", start, end)
+    crlf = buffer.find(b"\r\n\r\n", start, end if lf < 0 else lf + 3)  # one that starts first
     if crlf >= 0:
         return crlf, crlf + 4
-    if lf >= 0:
-        return lf, lf + 2
-    return len(frame), len(frame)
-
-
-def install() -> None:
-    """Make stomp.py's receive loop parse frames with the functions above (idempotent)."""
-    stomp.utils.parse_headers = parse_headers
-    stomp.utils.parse_frame = parse_frame
-    stomp.transport.parse_frame = parse_frame  # bound by `from stomp.utils import *`
+    return (lf, lf + 2) if lf >= 0 else (end, end)

@@ -1,7 +1,7 @@
 """STOMP adapter: keeps a subscription on one of the configured brokers and feeds frames on.
 
 stomp.py does the protocol (STOMP 1.2, heart-beats, failover over the host list on connect;
-frames through `stomp_frames`' faster drop-in parsers);
+frames read and parsed by `stomp_transport`'s leaner receive path);
 this module adds a supervisor thread that reconnects with capped exponential backoff and jitter
 whenever the connection drops, and the subscription modes:
 
@@ -37,8 +37,8 @@ import stomp
 from stomp.exception import StompException
 
 from service.broker_link import Address, TlsFiles, backoff_seconds, enable_tls
-from service.ingest import stomp_frames
 from service.ingest.ack_token import AckToken
+from service.ingest.stomp_transport import BufferedConnection12
 
 
 @dataclass(frozen=True)
@@ -99,11 +99,10 @@ class StompSource:
         self._wake = threading.Event()
         self._connected = threading.Event()
         self._paused = threading.Event()
-        self._connection: stomp.Connection12 | None = None
+        self._connection: BufferedConnection12 | None = None
         self._thread = threading.Thread(
             target=self._supervise, name="stomp-supervisor", daemon=True
         )
-        stomp_frames.install()
 
     @property
     def connected(self) -> bool:
@@ -192,11 +191,10 @@ class StompSource:
 
     def _try_connect(self) -> bool:
         self._disconnect()
-        connection = stomp.Connection12(
+        connection = BufferedConnection12(
             self._brokers,
             heartbeats=(self._heartbeat_ms, self._heartbeat_ms),
             reconnect_attempts_max=1,
-            auto_decode=False,
         )
         connection.set_listener("nettel", _Listener(self))
         if self._tls is not None:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import stomp.transport
-import stomp.utils
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.ingest.stomp_frames import (
     STOMP_PARSE_FRAME,
     STOMP_PARSE_HEADERS,
-    install,
     parse_frame,
     parse_headers,
 )
@@ -53,12 +50,3 @@ def test_frame_with_crlf_lines_and_a_body_holding_blank_lines() -> None:
         b"{\n\n}",
     )
     assert frame.original_headers == frame.headers and frame.original_headers is not frame.headers
-
-
-def test_install_makes_stomp_receive_loop_use_them() -> None:
-    install()
-    assert stomp.transport.parse_frame is parse_frame
-    frame = stomp.utils.parse_frame(b"MESSAGE\ndestination:/topic/t\nmessage-id:m\\c1\n\nbody")
-    assert stomp.utils.parse_headers is parse_headers
-    assert frame.headers == {"destination": "/topic/t", "message-id": "m:1"}
-    assert frame.body == b"body"
