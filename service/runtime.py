@@ -110,7 +110,9 @@ def build_runtime(settings: Settings) -> Runtime:
         settings.interval,
         model.current if model else None,
         settings.freshness,
-        behind=lambda: ingest_is_behind(batcher.queued(), source.unread_bytes()),
+        behind=lambda: ingest_is_behind(
+            batcher.queued(), source.unread_bytes(), source.arrival_lag_seconds()
+        ),
     )
     persistence = None
     if store is not None:

@@ -1,10 +1,11 @@
 """When ingest counts as behind: a back-fill or burst is being worked off.
 
-Frames can wait in two places: in the frame batcher (received, not yet applied) or, when the
-receiver thread itself is the bottleneck, at the broker's side of the connection, unread in the
-socket. The matrix cycle holds data-triggered recomputes back while ingest is behind
-(`BacklogWatch`): a matrix of half-applied data is stale before it is served, and the CPU is
-better spent on the backlog.
+Frames can wait in the frame batcher (received, not yet applied); at the broker's side of the
+connection, unread in the socket, when the receiver thread itself is the bottleneck; or at the
+broker, when the receiver keeps up with how fast the broker hands out a stored backlog, which
+shows in how long messages took from the broker to nettel. The matrix cycle holds
+data-triggered recomputes back while ingest is behind (`BacklogWatch`): a matrix of
+half-applied data is stale before it is served, and the CPU is better spent on the backlog.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ BACKLOG_FRAMES = 2048
 #: Unread bytes in the broker's socket beyond this mean a backlog. A receiver keeping up with
 #: 5,000 msg/s left at most ~75 KB there between reads; draining a back-fill, up to 1.5 MB.
 BACKLOG_UNREAD_BYTES = 256 * 1024
+#: Messages arriving this many seconds after the broker stamped them mean a backlog at the
+#: broker. Live messages take milliseconds; the freshness budget is 2 s.
+BACKLOG_LAG_SECONDS = 5.0
 #: A backlog counts once seen at every poll for this long. While a recompute runs, ingest waits
 #: for the GIL and a burst builds up; it clears within a poll or two and is no back-fill.
 BEHIND_PERSIST_SECONDS = 0.3
@@ -22,8 +26,12 @@ BEHIND_PERSIST_SECONDS = 0.3
 BEHIND_QUIET_SECONDS = 1.0
 
 
-def ingest_is_behind(queued_frames: int, unread_bytes: int) -> bool:
-    return queued_frames > BACKLOG_FRAMES or unread_bytes > BACKLOG_UNREAD_BYTES
+def ingest_is_behind(
+    queued_frames: int, unread_bytes: int, arrival_lag_seconds: float | None = None
+) -> bool:
+    """Whether any of the three places holds a backlog now (see the constants)."""
+    lagging = arrival_lag_seconds is not None and arrival_lag_seconds > BACKLOG_LAG_SECONDS
+    return queued_frames > BACKLOG_FRAMES or unread_bytes > BACKLOG_UNREAD_BYTES or lagging
 
 
 class BacklogWatch:

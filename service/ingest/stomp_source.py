@@ -100,6 +100,7 @@ class StompSource:
         self._connected = threading.Event()
         self._paused = threading.Event()
         self._connection: BufferedConnection12 | None = None
+        self._last_stamp: tuple[str | None, float] = (None, 0.0)  # last `timestamp`, arrival
         self._thread = threading.Thread(
             target=self._supervise, name="stomp-supervisor", daemon=True
         )
@@ -127,6 +128,20 @@ class StompSource:
         except (OSError, ValueError):  # closed meanwhile
             return 0
         return int.from_bytes(waiting, sys.byteorder, signed=True)
+
+    def arrival_lag_seconds(self) -> float | None:
+        """How long the last message took from the broker to here: its arrival time minus its
+        `timestamp` header (ActiveMQ stamps each message it receives, in ms since the epoch;
+        perfSONAR hosts and brokers keep NTP time, which one-way delay needs anyway). None
+        before a message with one.
+
+        Large means the messages arriving now waited at the broker: a back-fill is being worked
+        off there, and the receiver may keep up with how fast the broker hands it out.
+        """
+        sent, arrived = self._last_stamp
+        if not sent or not sent.isdigit():
+            return None
+        return arrived - int(sent) / 1000
 
     def acknowledge(self, tokens: Iterable[AckToken]) -> int:
         """Ack frames received on the current connection; older ones will be redelivered anyway."""
@@ -157,6 +172,7 @@ class StompSource:
     def deliver(self, headers: dict[str, str], body: bytes | str) -> None:
         if self._paused.is_set():
             return
+        self._last_stamp = (headers.get("timestamp"), time.time())
         topic = self._topic_of(headers)
         ack_id = headers.get("ack") or headers.get("message-id")
         token = None

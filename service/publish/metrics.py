@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Iterator
 
@@ -59,6 +60,12 @@ class RuntimeCollector(Collector):
             "nettel_ingest_unread_bytes",
             "Bytes the broker sent that wait unread in the socket (many: the receiver is behind).",
             value=runtime.source.unread_bytes(),
+        )
+        lag = runtime.source.arrival_lag_seconds()
+        yield GaugeMetricFamily(
+            "nettel_ingest_arrival_lag_seconds",
+            "Arrival time of the last message minus the broker's timestamp on it (NaN: none yet).",
+            value=math.nan if lag is None else lag,
         )
         yield GaugeMetricFamily(
             "nettel_broker_connected",

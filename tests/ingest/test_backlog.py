@@ -1,10 +1,12 @@
-"""ingest_is_behind: a backlog in the frame batcher or unread in the broker's socket; and
+"""ingest_is_behind: a backlog in the frame batcher, unread in the broker's socket or at the
+broker (messages arriving late); and
 BacklogWatch: when a backlog seen poll after poll counts as ingest being behind."""
 
 from __future__ import annotations
 
 from service.ingest.backlog import (
     BACKLOG_FRAMES,
+    BACKLOG_LAG_SECONDS,
     BACKLOG_UNREAD_BYTES,
     BEHIND_PERSIST_SECONDS,
     BEHIND_QUIET_SECONDS,
@@ -19,6 +21,13 @@ def test_either_place_holding_a_backlog_means_behind() -> None:
     assert not ingest_is_behind(BACKLOG_FRAMES, BACKLOG_UNREAD_BYTES)
     assert ingest_is_behind(BACKLOG_FRAMES + 1, 0)
     assert ingest_is_behind(0, BACKLOG_UNREAD_BYTES + 1)
+
+
+def test_messages_arriving_late_mean_behind_and_no_timestamp_means_nothing() -> None:
+    assert not ingest_is_behind(0, 0, BACKLOG_LAG_SECONDS)
+    assert not ingest_is_behind(0, 0, -30.0)  # a broker clock ahead of ours is no backlog
+    assert not ingest_is_behind(0, 0, None)
+    assert ingest_is_behind(0, 0, BACKLOG_LAG_SECONDS + 0.1)
 
 
 def polls(watch: BacklogWatch, start: float, backlogs: list[bool]) -> list[bool]:

@@ -1,8 +1,10 @@
-"""StompSource on a real broker: a stalled receiver's backlog shows as unread socket bytes."""
+"""StompSource on a real broker: a stalled receiver's backlog shows as unread socket bytes and
+as the messages' arrival lag."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -41,15 +43,19 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
             return bool(received)
 
         wait_for(probe_received, 20, interval=0.2, what="a first message")  # now stalled
+        lag = source.arrival_lag_seconds()
+        assert lag is not None and -1.0 < lag < 1.0  # same clock; live messages take ms
         body = b"x" * 4096
         for _ in range(200):  # 800 KB
             publisher.send(TOPIC, body)
         # a stalled reader's socket buffer stays at its initial size (~128 KB on Linux); a
         # draining one grows it, which is where BACKLOG_UNREAD_BYTES was seen exceeded
         wait_for(lambda: source.unread_bytes() > 64 * 1024, 20, what="unread bytes")
+        time.sleep(1.5)  # the last message has now waited at least this long
         release.set()
         wait_for(lambda: received.count(body) == 200, 20, what="every message")
         assert source.unread_bytes() == 0
+        assert source.arrival_lag_seconds() >= 1.4  # type: ignore[operator]
     finally:
         release.set()
         publisher.close()
