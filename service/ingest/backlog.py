@@ -16,7 +16,9 @@ BACKLOG_FRAMES = 2048
 #: 5,000 msg/s left at most ~75 KB there between reads; draining a back-fill, up to 1.5 MB.
 BACKLOG_UNREAD_BYTES = 256 * 1024
 #: Messages arriving this many seconds after the broker stamped them mean a backlog at the
-#: broker. Live messages take milliseconds; the freshness budget is 2 s.
+#: broker. Live messages take milliseconds and the freshness budget is 2 s; the broker's and
+#: nettel's clocks must agree to within this (NTP), or a broker clock this far behind would
+#: hold data-triggered recomputes back for good (`nettel_ingest_arrival_lag_seconds` shows it).
 BACKLOG_LAG_SECONDS = 5.0
 #: A backlog counts once seen at every poll for this long. While a recompute runs, ingest waits
 #: for the GIL and a burst builds up; it clears within a poll or two and is no back-fill.

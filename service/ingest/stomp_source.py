@@ -49,6 +49,9 @@ class SubscriptionSpec:
     prefetch: int = 1000
 
 
+#: An arrival lag beyond this is no lag but a `timestamp` header in another sense or unit.
+PLAUSIBLE_LAG_SECONDS = 86_400.0
+
 FrameHandler = Callable[[str, bytes, AckToken | None], object]
 
 
@@ -131,17 +134,18 @@ class StompSource:
 
     def arrival_lag_seconds(self) -> float | None:
         """How long the last message took from the broker to here: its arrival time minus its
-        `timestamp` header (ActiveMQ stamps each message it receives, in ms since the epoch;
-        perfSONAR hosts and brokers keep NTP time, which one-way delay needs anyway). None
-        before a message with one.
+        `timestamp` header, which ActiveMQ sets (ms since the epoch, by the broker's clock) when
+        the producer did not. None before such a message, and for a stamp over a day off
+        (another unit, or no clock at all).
 
-        Large means the messages arriving now waited at the broker: a back-fill is being worked
+        Large means the messages arriving now waited at the broker: a backlog is being worked
         off there, and the receiver may keep up with how fast the broker hands it out.
         """
         sent, arrived = self._last_stamp
         if not sent or not sent.isdigit():
             return None
-        return arrived - int(sent) / 1000
+        lag = arrived - int(sent) / 1000
+        return lag if abs(lag) < PLAUSIBLE_LAG_SECONDS else None
 
     def acknowledge(self, tokens: Iterable[AckToken]) -> int:
         """Ack frames received on the current connection; older ones will be redelivered anyway."""

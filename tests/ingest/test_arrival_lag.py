@@ -1,0 +1,35 @@
+"""StompSource.arrival_lag_seconds: arrival time minus the broker's `timestamp` stamp."""
+
+from __future__ import annotations
+
+import time
+
+from service.ingest.stomp_source import StompSource
+
+
+def idle_source() -> StompSource:
+    """A source that is never started: frames are handed to `deliver` directly."""
+    return StompSource([("127.0.0.1", 61613)], ["/topic/t"], lambda *frame: None)
+
+
+def milliseconds_ago(seconds: float) -> str:
+    return str(int((time.time() - seconds) * 1000))
+
+
+def test_lag_is_the_last_message_arrival_minus_its_broker_stamp() -> None:
+    source = idle_source()
+    assert source.arrival_lag_seconds() is None
+    source.deliver({"timestamp": milliseconds_ago(30)}, b"{}")
+    lag = source.arrival_lag_seconds()
+    assert lag is not None and 29.9 < lag < 31
+    source.deliver({"timestamp": milliseconds_ago(0)}, b"{}")
+    assert abs(source.arrival_lag_seconds()) < 1  # type: ignore[arg-type]
+    time.sleep(0.2)  # the lag is fixed at arrival; it does not grow while nothing comes
+    assert abs(source.arrival_lag_seconds()) < 1  # type: ignore[arg-type]
+
+
+def test_no_lag_without_a_stamp_in_epoch_milliseconds() -> None:
+    source = idle_source()
+    for headers in ({}, {"timestamp": "soon"}, {"timestamp": str(int(time.time()))}):
+        source.deliver(headers, b"{}")  # the last: seconds, as netTel's own output carries
+        assert source.arrival_lag_seconds() is None
