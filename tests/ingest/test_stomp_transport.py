@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import stomp
@@ -132,3 +133,9 @@ def test_split_cuts_at_the_nul_without_a_blank_line_or_length() -> None:
         [b"CONNECTED\ncontent-length:9"],
         b"",
     )
+
+
+def test_stomp_py_io_loop_still_calls_the_replaced_step() -> None:
+    loop = inspect.getsource(stomp.transport.BaseTransport._BaseTransport__io_loop)
+    assert "self.__read_frames()" in loop
+    assert "_BaseTransport__read_frames" in vars(BufferedTransport)
