@@ -176,6 +176,7 @@ def test_required_alerts(rules: list[dict[str, Any]]) -> None:
             "1m",
         ),
         "NettelBrokerDisconnected": (["nettel_broker_connected==0"], "1m"),
+        "NettelIngestLagging": (["nettel_ingest_arrival_lag_seconds>60"], "10m"),
         "NettelHighRejectRatio": (
             ["rate(nettel_rejected_total[5m]))/", "rate(nettel_messages_received_total[5m]))>0.05"],
             "10m",
