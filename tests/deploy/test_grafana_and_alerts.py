@@ -331,6 +331,7 @@ def test_dashboard_has_the_required_panels(dashboard: dict[str, Any]) -> None:
         "top-10 costliest links": ["topk(10,nettel_link_cost)"],
         "snapshot age": ["nettel_snapshot_age_seconds"],
         "since last message": ["nettel_seconds_since_last_message"],
+        "arrival lag": ["nettel_ingest_arrival_lag_seconds"],
     }
     for what, fragments in required.items():
         assert any(all(f in expr for f in fragments) for expr in exprs), f"no {what} query"
