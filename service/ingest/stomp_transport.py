@@ -119,12 +119,10 @@ class BufferedTransport(stomp.transport.Transport):
 
     def _look_up_message_handlers(self) -> FrameHandlers:
         listeners = [listener for _, listener in sorted(list(self.listeners.items()))]
-        handlers = tuple(
-            tuple(h for h in (_overriding(listener, name) for listener in listeners) if h)
-            for name in ("on_before_message", "on_message")
-        )
-        self._message_handlers = handlers  # type: ignore[assignment]
-        return handlers  # type: ignore[return-value]
+        before = tuple(h for li in listeners if (h := _overriding(li, "on_before_message")))
+        on_message = tuple(h for li in listeners if (h := _overriding(li, "on_message")))
+        self._message_handlers = (before, on_message)
+        return self._message_handlers
 
     def _receive_to_frame_end(self) -> bytes:
         """Read until a chunk holds a NUL, as stomp.py's reader does; b"" when nothing came.
