@@ -24,6 +24,9 @@ import numpy as np
 from service.parse import _histogram_scan
 from service.parse.histogram import repeats_a_delay
 
+#: Which scanner reads delay histograms (`nettel_build_info`): the C extension.
+SCANNER_IMPLEMENTATION = "c"
+
 #: Longest bucket key the scanner accepts ('-', 15 digits and a point); shorter string limits
 #: than this would refuse keys the scanner reads, so no scan is made under them.
 LONGEST_KEY = 17
