@@ -11,7 +11,7 @@ from pathlib import Path
 
 import stomp
 
-from service.devtools.activemq import ActiveMQProcess, free_port, start_activemq
+from devtools.activemq import ActiveMQProcess, free_port, start_activemq
 
 BROKER_HEAP_MB = 1024
 #: Phrases ActiveMQ logs when producer flow control or a usage limit holds producers back.

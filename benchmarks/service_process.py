@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from service.devtools.service_process import ServiceProcess
+from devtools.service_process import ServiceProcess
 
 
 def parse_metrics(text: str) -> dict[str, float]:

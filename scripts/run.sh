@@ -74,7 +74,7 @@ trap 'stop_all; exit 143' TERM
 
 if [ -z "${NETTEL_BROKERS:-}" ]; then
     BROKERS="127.0.0.1:$BROKER_PORT"
-    start_bg activemq .venv/bin/python -m service.devtools.activemq start \
+    start_bg activemq .venv/bin/python -m devtools.activemq start \
         --dir "$RUN_DIR/activemq" --port "$BROKER_PORT"
     wait_for "ActiveMQ" "${PIDS[-1]}" "$RUN_DIR/logs/activemq.log" \
         grep -q "activemq: ready" "$RUN_DIR/logs/activemq.log" || { stop_all; exit 1; }

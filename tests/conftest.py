@@ -7,8 +7,8 @@
 - `nettel_service` (function): `nettel_service(brokers, *extra_args, env=None)` starts
   `python -m service serve` on a free port, waits for `GET /healthz` == 200 and returns a
   `ServiceProcess` (`.url`, `.process`, `.log_path`, `.log_text()`; from
-  `service.devtools.service_process`, shared with the benchmarks); stopped at teardown.
-- `free_port()`: plain helper (also importable from `service.devtools.activemq`).
+  `devtools.service_process`, shared with the benchmarks); stopped at teardown.
+- `free_port()`: plain helper (also importable from `devtools.activemq`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from service.devtools.activemq import ActiveMQProcess, free_port, start_activemq
-from service.devtools.service_process import ServiceProcess, launch_service, wait_for_status
+from devtools.activemq import ActiveMQProcess, free_port, start_activemq
+from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 SERVICE_START_TIMEOUT = 30.0
 

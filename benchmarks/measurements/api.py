@@ -13,7 +13,7 @@ from benchmarks.link_fill import link_endpoints, write_snapshot
 from benchmarks.load import LoadResult, run_load
 from benchmarks.model import serve_model_args
 from benchmarks.report import MeasurementResult
-from service.devtools.service_process import ServiceProcess, launch_service, wait_for_status
+from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 NAME = "api"
 METHOD = (

@@ -22,8 +22,8 @@ from benchmarks.model import serve_model_args
 from benchmarks.publishing import send
 from benchmarks.report import MeasurementResult, percentile
 from benchmarks.service_process import scrape
+from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.config import Settings
-from service.devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 NAME = "freshness"
 POLL_SECONDS = 0.02

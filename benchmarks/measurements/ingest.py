@@ -37,9 +37,9 @@ from benchmarks.publishing import PublishResult, publish_all
 from benchmarks.receive_path import receive_cpu_us
 from benchmarks.report import MeasurementResult
 from benchmarks.service_process import scrape
+from devtools.activemq import ActiveMQProcess
+from devtools.service_process import ServiceProcess, launch_service
 from service.config import DELAY_TOPIC, LOSS_TOPIC, Settings
-from service.devtools.activemq import ActiveMQProcess
-from service.devtools.service_process import ServiceProcess, launch_service
 from service.ingest.pipeline import IngestPipeline
 from service.ingest.stomp_source import SubscriptionSpec, subscription_target
 from service.parse.records import MeasurementKind

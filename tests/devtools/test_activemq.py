@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import stomp
 
-from service.devtools.activemq import ActiveMQProcess, BrokerStartError, start_activemq
+from devtools.activemq import ActiveMQProcess, BrokerStartError, start_activemq
 
 pytestmark = pytest.mark.broker
 

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from service.devtools.service_process import ServiceProcess
+from devtools.service_process import ServiceProcess
 from tests.integration.wire import SequenceFeed, links_to, wait_for, wait_until_subscribed
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.devtools.activemq import free_port
+from devtools.activemq import free_port
 from tests.integration.wire import get_json, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from service.devtools.activemq import ActiveMQProcess
+from devtools.activemq import ActiveMQProcess
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from tests.integration.wire import Publisher, wait_for
 

@@ -23,9 +23,7 @@ import httpx
 import pytest
 import stomp
 
-from service.broker_link import TlsFiles
-from service.config import load_settings
-from service.devtools.activemq import (
+from devtools.activemq import (
     ActiveMQProcess,
     BrokerTls,
     create_test_ca,
@@ -34,7 +32,9 @@ from service.devtools.activemq import (
     issue_client_certificate,
     start_activemq,
 )
-from service.devtools.service_process import REPO_ROOT
+from devtools.service_process import REPO_ROOT
+from service.broker_link import TlsFiles
+from service.config import load_settings
 from service.errors import ConfigError
 from service.runtime import broker_tls_files
 from tests.integration.wire import current_minute_ts, get_json, metric_value, sample_body, wait_for

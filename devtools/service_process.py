@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 
-from service.devtools.activemq import free_port
+from devtools.activemq import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 STOP_TIMEOUT = 15.0
 
 

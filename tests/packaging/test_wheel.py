@@ -1,0 +1,81 @@
+"""What `pip wheel .` puts in nettel's wheel: the serving packages, never the development tools.
+
+Each build runs on a copy of the checkout (as a maintainer has it, devtools/ and tests/ included)
+so builds never write into the working tree, with the venv's setuptools (no build isolation).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LOCAL_STATE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "run", "out", "*.egg-info", "__pycache__", "*.so", ".*cache"
+)
+
+
+def build_wheel(work: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """Build the wheel from a copy of the checkout in `work`; return the wheel's file names."""
+    source = work / "src"
+    shutil.copytree(REPO_ROOT, source, ignore=LOCAL_STATE)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+        + ["--disable-pip-version-check", "-w", str(work / "dist"), str(source)],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [wheel] = (work / "dist").glob("nettel-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def scanner_binaries(names: list[str]) -> list[str]:
+    return [n for n in names if n.startswith("service/parse/_histogram_scan") and ".so" in n]
+
+
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+def test_wheel_holds_the_serving_packages(wheel_names: list[str]) -> None:
+    for name in (
+        "service/__init__.py",
+        "service/cli.py",
+        "service/parse/perfsonar.py",
+        "service/parse/histogram_scan.py",
+        "service/web/index.html",
+        "models/__init__.py",
+        "models/bundle/model.keras",
+        "models/bundle/scaler.json",
+        "models/bundle/model_card.json",
+    ):
+        assert name in wheel_names, f"{name} missing from the wheel"
+
+
+def test_wheel_holds_no_development_tools(wheel_names: list[str]) -> None:
+    development = [
+        name
+        for name in wheel_names
+        if name.split("/")[0] in {"devtools", "tests", "benchmarks"}
+        or "/devtools/" in name
+        or "service_process" in name
+        or "activemq" in name
+    ]
+    assert development == []
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler to build the scanner")
+def test_wheel_built_with_a_compiler_holds_the_scanner(wheel_names: list[str]) -> None:
+    assert len(scanner_binaries(wheel_names)) == 1
