@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from service.parse.histogram import HistogramStats, compute_histogram_stats
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
-
-SAMPLES = Path("/work/shared/samples")
+from tests.data import load_sample
 
 #: An epoch second at the start of a minute (1700000040 = 28333334 * 60).
 BASE_TS = 1_700_000_040
@@ -23,13 +20,8 @@ SOURCE_HOST = "ps-latency.site-a.example.org"
 DESTINATION_HOST = "ps-latency.site-b.example.net"
 
 
-def load_sample(name: str) -> dict[str, Any]:
-    """One of the shared sample files (headers + body)."""
-    return json.loads((SAMPLES / name).read_text())
-
-
 def sample_body(name: str) -> bytes:
-    """The JSON body of a shared sample, serialised as it travels on the bus."""
+    """The JSON body of a sample of tests/data, serialised as it travels on the bus."""
     return orjson.dumps(load_sample(name)["body"])
 
 

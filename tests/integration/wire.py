@@ -8,19 +8,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 import stomp
 
-SAMPLES = Path("/work/shared/samples")
-if not SAMPLES.is_dir():
-    SAMPLES = Path(__file__).resolve().parents[1] / "samples"
-
-
-def load_sample(name: str) -> dict[str, Any]:
-    return json.loads((SAMPLES / name).read_text())
+from tests.data import load_sample
 
 
 def sample_body(name: str, timestamps: list[int], **meta: str) -> dict[str, Any]:

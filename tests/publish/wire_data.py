@@ -1,4 +1,4 @@
-"""perfSONAR messages for the publishers' wire tests, built from the shared samples."""
+"""perfSONAR messages for the publishers' wire tests, built from the samples of tests/data."""
 
 from __future__ import annotations
 
