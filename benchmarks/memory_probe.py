@@ -35,15 +35,15 @@ def probe(n_links: int, model: str) -> dict[str, object]:
 
     from service.config import load_settings
     from service.memory import relax_garbage_collection
-    from service.publish.rest import create_app
+    from service.publish.app import create_app
     from service.runtime import build_runtime
 
     settings = load_settings(brokers="127.0.0.1:9", model=model, listen="127.0.0.1:9")
     runtime = build_runtime(settings)
-    create_app(runtime, manage_runtime=False)
+    create_app(runtime)
     relax_garbage_collection()  # as `nettel serve` does once set up
     baseline = memory_of()["VmRSS"]
-    state = runtime.pipeline.state
+    state = runtime.state
     tracemalloc.start()
     fill_index(state.index, n_links)
     index_bytes = tracemalloc.get_traced_memory()[0]

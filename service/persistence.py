@@ -116,8 +116,8 @@ class Persistence:
             with self._ack_lock:
                 covered = dict(self._held_acks)  # their batches are applied: the state has them
                 self._journal_failed_since_capture = False
-            with self._pipeline.lock:
-                data = encode_state(self._pipeline.state)
+            with self._pipeline.state.frozen() as state:  # nothing applied between the two
+                data = encode_state(state)
                 first_uncovered = self._journal.rotate()
             self.store.write(data)
             self._journal.drop_before(first_uncovered)

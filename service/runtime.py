@@ -10,7 +10,7 @@ from service.analysis.predictor import ModelInfo
 from service.broker_link import TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
-from service.ingest.backlog import ingest_is_behind
+from service.ingest.backlog import BacklogWatch, ingest_is_behind
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.parser_processes import ParserProcesses
 from service.ingest.pipeline import IngestPipeline
@@ -31,6 +31,7 @@ class Runtime:
     """The running service's parts; started and stopped by the HTTP app's lifespan."""
 
     settings: Settings
+    state: LinkState
     pipeline: IngestPipeline
     cycle: MatrixCycle
     source: StompSource
@@ -105,15 +106,13 @@ def build_runtime(settings: Settings) -> Runtime:
         tls=broker_tls_files(settings),
     )
     model = load_model_slot(settings)
-    cycle = MatrixCycle(
-        pipeline,
-        settings.interval,
-        model.current if model else None,
-        settings.freshness,
-        behind=lambda: ingest_is_behind(
+    backlog = BacklogWatch(
+        lambda: ingest_is_behind(
             batcher.queued(), source.unread_bytes(), source.arrival_lag_seconds()
-        ),
+        )
     )
+    predictor = model.current if model else None
+    cycle = MatrixCycle(state, settings.interval, predictor, settings.freshness, behind=backlog)
     persistence = None
     if store is not None:
         journal = Journal(store.directory)
@@ -122,7 +121,7 @@ def build_runtime(settings: Settings) -> Runtime:
         )
         persistence.replay_journal()
         batcher.sink = persistence.apply_parsed
-    return Runtime(settings, pipeline, cycle, source, batcher, model, persistence, parsers)
+    return Runtime(settings, state, pipeline, cycle, source, batcher, model, persistence, parsers)
 
 
 def broker_tls_files(settings: Settings) -> TlsFiles | None:

@@ -16,7 +16,6 @@ from benchmarks.model import shipped_model
 from benchmarks.report import MeasurementResult, median
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
-from service.ingest.pipeline import IngestPipeline
 from service.matrix.cycle import MatrixCycle
 from service.matrix.snapshot import build_cost_matrix
 from service.state.link_buffers import WINDOW_MINUTES
@@ -49,32 +48,32 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     model = cast(UtilisationPredictor | None, shipped_model())
     result.add("model", "predictor", model.info.version if model else "none (no bundle)")
     sizes = ctx.sizes.cycle_links
-    cycles: dict[int, tuple[IngestPipeline, MatrixCycle]] = {}
+    cycles: dict[int, tuple[LinkState, MatrixCycle]] = {}
     warm_up: dict[int, float] = {}
     for n in sizes:
         ctx.log(f"cycle: filling {n:,} links")
-        pipeline = IngestPipeline(build_full_state(n, time.time()), {})
-        cycles[n] = pipeline, MatrixCycle(pipeline, 3600.0, model)
+        state = build_full_state(n, time.time())
+        cycles[n] = state, MatrixCycle(state, 3600.0, model)
         gc.collect()
         warm_up[n] = _timed(cycles[n][1].recompute)
     ctx.log(f"cycle: {ctx.sizes.cycle_repeats} rounds over {len(sizes)} sizes")
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for step in range(ctx.sizes.cycle_repeats):  # sizes interleaved: drift hits all alike
-        for n, (pipeline, cycle) in cycles.items():
-            _new_minute_for_a_sixtieth(pipeline.state, step)
+        for n, (state, cycle) in cycles.items():
+            _new_minute_for_a_sixtieth(state, step)
             times[n].append(_timed(cycle.recompute))
     scattered: dict[int, list[float]] = {n: [] for n in sizes}
     rng = np.random.default_rng(5)
     for _ in range(SCATTERED_ROUNDS):
-        for n, (pipeline, cycle) in cycles.items():
-            _new_minute_for_a_random_sixtieth(pipeline.state, rng)
+        for n, (state, cycle) in cycles.items():
+            _new_minute_for_a_random_sixtieth(state, rng)
             scattered[n].append(_timed(cycle.recompute))
     phase_rows = []
-    for n, (pipeline, cycle) in cycles.items():
+    for n, (state, cycle) in cycles.items():
         _size_figures(result, n, cycle, times[n], warm_up[n])
         label = f"{n:,} links: median of {SCATTERED_ROUNDS}, a random sixtieth changed"
         result.add(f"scattered_median_{_key(n)}", label, median(scattered[n]), "s")
-        phases = _phases(pipeline, model)
+        phases = _phases(state, model)
         phase_rows.append(
             [f"{n:,}", *(f"{1000 * phases[k]:.1f}" for k in ("view", "analyse", "build"))]
         )
@@ -121,11 +120,11 @@ def _new_minute_for_a_random_sixtieth(state: LinkState, rng: np.random.Generator
     _touch_loss(state, rng.choice(n, n // 60, replace=False))
 
 
-def _phases(pipeline: IngestPipeline, model: UtilisationPredictor | None) -> dict[str, float]:
+def _phases(state: LinkState, model: UtilisationPredictor | None) -> dict[str, float]:
     timings: dict[str, list[float]] = {"view": [], "analyse": [], "build": []}
     for _ in range(PHASE_REPEATS):
         started = time.perf_counter()
-        view = pipeline.state.view(time.time())
+        view = state.view(time.time())
         viewed = time.perf_counter()
         analysis = analyse_links(view, model)
         analysed = time.perf_counter()

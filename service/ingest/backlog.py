@@ -10,6 +10,9 @@ half-applied data is stale before it is served, and the CPU is better spent on t
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 #: Received frames waiting beyond this (four of the frame batcher's batches) mean a backlog.
 BACKLOG_FRAMES = 2048
 #: Unread bytes in the broker's socket beyond this mean a backlog. A receiver keeping up with
@@ -37,11 +40,24 @@ def ingest_is_behind(
 
 
 class BacklogWatch:
-    """Turns the backlog seen at each poll into whether ingest is behind (see the constants)."""
+    """Turns the backlog seen at each poll into whether ingest is behind (see the constants).
 
-    def __init__(self) -> None:
+    Called without arguments, it polls `backlog` (e.g. `ingest_is_behind` over the live
+    signals) at the monotonic `clock`'s time: the matrix cycle's `behind` callable.
+    """
+
+    def __init__(
+        self,
+        backlog: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._backlog = backlog
+        self._clock = clock
         self._backlog_since: float | None = None
         self._last_behind = float("-inf")
+
+    def __call__(self) -> bool:
+        return self.behind(self._clock(), self._backlog())
 
     def behind(self, now: float, backlog: bool) -> bool:
         """`backlog`: whether a backlog is seen now (`ingest_is_behind`); `now` is monotonic."""

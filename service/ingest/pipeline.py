@@ -6,6 +6,7 @@ Parsing (`parse_frames`) needs no lock and may run on another thread than applyi
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -46,7 +47,7 @@ class IngestCounters:
 
 
 class IngestPipeline:
-    """Thread-safe entry point for frames; owns the lock that guards link state."""
+    """Thread-safe entry point for frames (link state guards itself; the counters have a lock)."""
 
     def __init__(
         self,
@@ -59,12 +60,17 @@ class IngestPipeline:
     ) -> None:
         """`parser` replaces in-thread `parse_messages` (e.g. by ParserProcesses.parse)."""
         self.state = state
-        self.lock = threading.Lock()
         self.counters = IngestCounters()
+        self._counters_lock = threading.Lock()
         self._topics = topics
         self._parse = parser or (lambda frames: parse_messages(frames, limits))
         self._clock = clock
         self._reject_log = RateLimitedRejectLog(log or logging.getLogger("nettel.ingest"))
+
+    def counters_snapshot(self) -> IngestCounters:
+        """A copy of the counters as they are now (for readers on other threads)."""
+        with self._counters_lock:
+            return copy.deepcopy(self.counters)
 
     def handle_frame(self, destination: str, body: bytes | str, ack: AckToken | None = None) -> int:
         """Apply one frame; returns datapoints stored. Never raises on bad input."""
@@ -81,13 +87,13 @@ class IngestPipeline:
         return ParsedFrames(frames, kinds, self._parse(known))
 
     def apply_parsed(self, parsed: ParsedFrames) -> int:
-        """Apply a parsed batch under one lock; returns datapoints stored. Never raises."""
+        """Apply a parsed batch at once; returns datapoints stored. Never raises."""
         now = self._clock()
         results = iter(parsed.results)
         applied = 0
-        with self.lock:
-            messages = [r for r in parsed.results if not isinstance(r, RejectedInput)]
-            outcomes = iter(self.state.apply_batch(messages, now))
+        messages = [r for r in parsed.results if not isinstance(r, RejectedInput)]
+        outcomes = iter(self.state.apply_batch(messages, now))
+        with self._counters_lock:
             self._count_messages(parsed, now)
             for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True):
                 if kind is None:

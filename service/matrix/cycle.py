@@ -6,9 +6,9 @@ arriving just after one copied the state is in the next one's matrix `freshness`
 Recomputes start at least five times their CPU time apart, though, so that at any link count they
 take at most about a fifth of a core (CPU time of the cycle thread, not wall time: under ingest
 load a cycle waits for the GIL, and its wall time would space recomputes out for time it did not
-use), and not while ingest is behind (`BacklogWatch`: a back-fill or burst being worked off;
-every `interval` still recomputes). A completed back-fill is thus in the matrix about
-`freshness` seconds after its last message.
+use), and not while ingest is behind (the `behind` callable, e.g. ingest's debounced
+`BacklogWatch`: a back-fill or burst being worked off; every `interval` still recomputes). A
+completed back-fill is thus in the matrix about `freshness` seconds after its last message.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from collections.abc import Callable
 
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
-from service.ingest.backlog import BacklogWatch
-from service.ingest.pipeline import IngestPipeline
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.memory import FreeMemoryReleaser
+from service.state.link_state import LinkState
 
 TICK_SECONDS = 0.1
 #: Recomputes are at least this many times the last one's CPU time apart.
@@ -41,7 +40,7 @@ class MatrixCycle:
 
     def __init__(
         self,
-        pipeline: IngestPipeline,
+        state: LinkState,
         interval: float,
         predictor: UtilisationPredictor | None = None,
         freshness: float = 1.0,
@@ -49,12 +48,12 @@ class MatrixCycle:
         log: logging.Logger | None = None,
         behind: Callable[[], bool] = lambda: False,
     ) -> None:
-        """`behind` tells whether ingest has a backlog now (polled every tick)."""
+        """`behind` tells whether ingest is behind now (polled every tick)."""
         self.latest: CostMatrix | None = None
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = []
         self.matrix_observers: list[Callable[[CostMatrix | None, CostMatrix], None]] = []
-        self._pipeline = pipeline
+        self._state = state
         self._interval = interval
         self._freshness = freshness
         self._last_seconds = self._last_cpu_seconds = 0.0
@@ -64,7 +63,7 @@ class MatrixCycle:
         self._log = log or logging.getLogger("nettel.cycle")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="matrix-cycle", daemon=True)
-        self._applied_at_last_cycle = -1
+        self._stored_at_last_cycle = -1
 
     def start(self) -> None:
         self._thread.start()
@@ -87,9 +86,8 @@ class MatrixCycle:
         return self.latest
 
     def _build(self, previous: CostMatrix | None) -> CostMatrix:
-        with self._pipeline.lock:
-            view = self._pipeline.state.view(self._clock())
-            self._applied_at_last_cycle = self._pipeline.counters.datapoints_applied
+        view = self._state.view(self._clock())
+        self._stored_at_last_cycle = view.stored_total
         predictor = self.predictor
         analysis = analyse_links(view, predictor)
         info = predictor.info if predictor is not None else None
@@ -97,10 +95,9 @@ class MatrixCycle:
 
     def _run(self) -> None:
         last_start = float("-inf")
-        backlog = BacklogWatch()
         while not self._stop.wait(TICK_SECONDS):
             now = time.monotonic()
-            behind = backlog.behind(now, self._behind())
+            behind = self._behind()
             since = now - last_start
             gap = recompute_gap(self._freshness, self._last_seconds, self._last_cpu_seconds)
             if since >= self._interval or (self._has_new_data() and since >= gap and not behind):
@@ -111,4 +108,4 @@ class MatrixCycle:
                     self._log.exception("matrix recompute failed")
 
     def _has_new_data(self) -> bool:
-        return self._pipeline.counters.datapoints_applied != self._applied_at_last_cycle
+        return self._state.stored_total != self._stored_at_last_cycle

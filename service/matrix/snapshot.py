@@ -10,11 +10,10 @@ import numpy as np
 
 from service.analysis.link_analysis import LinkAnalysis
 from service.analysis.predictor import ModelInfo
+from service.matrix.link_record import DELAY_KEYS, HOST_RECORD_KEYS, LinkRecord
 from service.matrix.matrix_body import MatrixBody, encode_body
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import StateView
-
-LinkRecord = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -194,9 +193,9 @@ def _records(
         view.source_sites,
         view.destination_sites,
     )
-    delay_values = zip(*(c[k] for k in _DELAY_KEYS), strict=True)
+    delay_values = zip(*(c[k] for k in DELAY_KEYS), strict=True)
     # strict=False inside: each tuple comes from a strict zip of as many columns as keys
-    delays = [dict(zip(_DELAY_KEYS, v, strict=False)) for v in delay_values]
+    delays = [dict(zip(DELAY_KEYS, v, strict=False)) for v in delay_values]
     reasons = (
         list(map(_REASON_BY_COMPLETENESS.__getitem__, c["complete"]))
         if has_model
@@ -207,7 +206,7 @@ def _records(
         c["cost"], c["empirical"], c["congested"], c["utilisation"], reasons, delays,
         c["loss"], c["samples"], c["last"], c["stale"], c["clock"], strict=True,
     )  # fmt: skip
-    return [dict(zip(_RECORD_KEYS, record, strict=False)) for record in values]
+    return [dict(zip(HOST_RECORD_KEYS, record, strict=False)) for record in values]
 
 
 def _json_values(values: np.ndarray) -> list[Any]:
@@ -218,12 +217,5 @@ def _json_values(values: np.ndarray) -> list[Any]:
     return objects.tolist()
 
 
-#: A link record's keys, in the order the body lists them.
-_RECORD_KEYS = (
-    "source", "destination", "source_host", "destination_host", "source_site",
-    "destination_site", "cost", "empirical", "congested", "utilisation", "utilisation_reason",
-    "delay_ms", "packet_loss", "samples", "last_measurement", "stale", "clock_suspect",
-)  # fmt: skip
-_DELAY_KEYS = ("mean", "median", "std", "min", "p95")
 #: `utilisation_reason` with a model loaded, by whether the link has all its features.
 _REASON_BY_COMPLETENESS = ("insufficient_data", None)

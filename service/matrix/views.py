@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from statistics import fmean
 from typing import Any, Literal
 
-from service.matrix.snapshot import LinkRecord
+from service.matrix.link_record import LinkRecord
 
 Level = Literal["host", "site"]
 

@@ -25,9 +25,9 @@ from functools import cached_property
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
-from service.matrix.snapshot import LinkRecord
+from service.matrix.link_record import LinkRecord
 
 DIRECTORY_MEDIA = "application/alto-directory+json"
 NETWORK_MAP_MEDIA = "application/alto-networkmap+json"
@@ -198,8 +198,9 @@ def error_document(code: str, field: str, value: str) -> dict[str, Any]:
     return {"meta": {"code": code, "field": field, "value": value}}
 
 
-def build_alto_router(current_view: Callable[[], AltoView]) -> APIRouter:
-    """`GET /alto`, `/alto/networkmap`, `/alto/costmap/{metric}`; `current_view` may raise 503."""
+def build_alto_router(current_view: Callable[..., AltoView]) -> APIRouter:
+    """`GET /alto`, `/alto/networkmap`, `/alto/costmap/{metric}`; `current_view` is the
+    dependency giving the latest matrix's view (it may raise 503)."""
     router = APIRouter(prefix="/alto", tags=["ALTO"])
 
     @router.get("", response_class=Response)
@@ -208,17 +209,17 @@ def build_alto_router(current_view: Callable[[], AltoView]) -> APIRouter:
         return _alto(directory_document(str(request.base_url)), DIRECTORY_MEDIA)
 
     @router.get("/networkmap", response_class=Response)
-    def network_map() -> Response:
+    def network_map(view: AltoView = Depends(current_view)) -> Response:
         """ALTO network map: one PID per site with its hosts' address prefixes."""
-        return _alto(current_view().network_map_document(), NETWORK_MAP_MEDIA)
+        return _alto(view.network_map_document(), NETWORK_MAP_MEDIA)
 
     @router.get("/costmap/{metric}", response_class=Response, responses={404: {}})
-    def cost_map(metric: str) -> Response:
+    def cost_map(metric: str, view: AltoView = Depends(current_view)) -> Response:
         """ALTO numerical cost map for `priv:nettel-cost`, `delay-ow` or `lossrate`."""
         if metric not in METRICS:
             error = error_document("E_INVALID_FIELD_VALUE", "cost-metric", metric)
             return _alto(error, ERROR_MEDIA, status_code=404)
-        return _alto(current_view().cost_map_document(METRICS[metric]), COST_MAP_MEDIA)
+        return _alto(view.cost_map_document(METRICS[metric]), COST_MAP_MEDIA)
 
     return router
 

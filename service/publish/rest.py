@@ -1,19 +1,18 @@
-"""HTTP API (FastAPI): the cost matrix, link detail, health, readiness and Prometheus metrics."""
+"""HTTP routes (FastAPI): the cost matrix, link detail, health, readiness and Prometheus metrics.
+
+Routes take what they need through the dependencies of `service.publish.dependencies`; the app
+is put together by `service.publish.app.create_app`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import secrets
-import signal
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 import orjson
-from fastapi import FastAPI, Header, HTTPException, Query, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
@@ -22,8 +21,7 @@ from service.matrix.link_detail import build_link_detail
 from service.matrix.matrix_body import MatrixBody
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites, dense_matrix
-from service.publish.ecosystem import register_ecosystem
-from service.publish.metrics import build_registry
+from service.publish.dependencies import LatestMatrix, RuntimeDep, get_registry
 from service.publish.schemas import (
     CostMatrixOut,
     DenseMatrixOut,
@@ -31,7 +29,6 @@ from service.publish.schemas import (
     ModelOut,
     ReadinessOut,
 )
-from service.runtime import Runtime
 
 JSON = "application/json"
 #: Selections up to this many links are answered on the event loop (well under a millisecond,
@@ -40,111 +37,86 @@ INLINE_LINKS = 500
 Endpoint = Annotated[str | None, Query(max_length=255, description="IP, host name or site name")]
 
 
-def create_app(runtime: Runtime, manage_runtime: bool = True) -> FastAPI:
-    """The API over `runtime`; with `manage_runtime` the app's lifespan starts and stops it."""
-    registry = build_registry(runtime)
+router = APIRouter()
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        ecosystem.start()
-        if manage_runtime:
-            runtime.start()
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
-        yield
-        if manage_runtime:
-            runtime.stop()
-        ecosystem.stop()
 
-    app = FastAPI(
-        title="nettel",
-        summary="Live network link cost matrix from perfSONAR delay and loss.",
-        version="0.1.0",
-        lifespan=lifespan,
-    )
-    ecosystem = register_ecosystem(app, runtime)
+@router.get(
+    "/costmatrix",
+    response_model=CostMatrixOut | DenseMatrixOut,
+    responses={
+        304: {"description": "unchanged since the ETag given in If-None-Match"},
+        503: {"description": "no cost matrix computed yet"},
+    },
+)
+async def costmatrix(
+    request: Request,
+    matrix: LatestMatrix,
+    source: Endpoint = None,
+    destination: Endpoint = None,
+    level: Literal["host", "site"] = "host",
+    format: Literal["links", "matrix"] = "links",
+) -> Response:
+    """The current link cost matrix, optionally filtered, aggregated by site or dense."""
+    if source is None and destination is None and level == "host" and format == "links":
+        return _full_matrix_response(request, matrix)
+    links = matrix.select(source, destination)
+    if len(links) > INLINE_LINKS:
+        return await run_in_threadpool(_selection_response, matrix, links, level, format)
+    return _selection_response(matrix, links, level, format)
 
-    def latest_matrix() -> CostMatrix:
-        matrix = runtime.cycle.latest
-        if matrix is None:
-            raise HTTPException(503, "no cost matrix computed yet")
-        return matrix
 
-    @app.get(
-        "/costmatrix",
-        response_model=CostMatrixOut | DenseMatrixOut,
-        responses={
-            304: {"description": "unchanged since the ETag given in If-None-Match"},
-            503: {"description": "no cost matrix computed yet"},
-        },
-    )
-    async def costmatrix(
-        request: Request,
-        source: Endpoint = None,
-        destination: Endpoint = None,
-        level: Literal["host", "site"] = "host",
-        format: Literal["links", "matrix"] = "links",
-    ) -> Response:
-        """The current link cost matrix, optionally filtered, aggregated by site or dense."""
-        matrix = latest_matrix()
-        if source is None and destination is None and level == "host" and format == "links":
-            return _full_matrix_response(request, matrix)
-        links = matrix.select(source, destination)
-        if len(links) > INLINE_LINKS:
-            return await run_in_threadpool(_selection_response, matrix, links, level, format)
-        return _selection_response(matrix, links, level, format)
+@router.get(
+    "/links/{source}/{destination}",
+    response_model=LinkDetailOut,
+    responses={404: {"description": "no such link"}},
+)
+def link_detail(source: str, destination: str, runtime: RuntimeDep) -> Response:
+    """One link's buffered series and current features (endpoints by IP or host name)."""
+    view = runtime.state.view_link(source, destination, time.time())
+    if view is None:
+        raise HTTPException(404, f"no link {source} -> {destination}")
+    return Response(orjson.dumps(build_link_detail(view, runtime.cycle.predictor)), media_type=JSON)
 
-    @app.get(
-        "/links/{source}/{destination}",
-        response_model=LinkDetailOut,
-        responses={404: {"description": "no such link"}},
-    )
-    def link_detail(source: str, destination: str) -> Response:
-        """One link's buffered series and current features (endpoints by IP or host name)."""
-        with runtime.pipeline.lock:
-            row = runtime.pipeline.state.index.find_by_name(source, destination)
-            if row is None:
-                raise HTTPException(404, f"no link {source} -> {destination}")
-            view = runtime.pipeline.state.view(time.time(), rows=[row])
-        return Response(
-            orjson.dumps(build_link_detail(view, runtime.cycle.predictor)), media_type=JSON
-        )
 
-    @app.post(
-        "/admin/reload-model",
-        response_model=ModelOut,
-        responses={
-            401: {"description": "missing or wrong bearer token"},
-            404: {"description": "admin endpoints disabled (no token configured)"},
-            409: {"description": "bundle refused; the previous model stays in service"},
-        },
-    )
-    def reload_model(authorization: Annotated[str | None, Header()] = None) -> Response:
-        """Load the model bundle again (bearer token from NETTEL_ADMIN_TOKEN)."""
-        _require_admin(runtime.settings.admin_bearer_token(), authorization)
-        try:
-            info = runtime.reload_model()
-        except ModelBundleError as error:
-            raise HTTPException(409, str(error)) from None
-        return Response(orjson.dumps(vars(info)), media_type=JSON)
+@router.post(
+    "/admin/reload-model",
+    response_model=ModelOut,
+    responses={
+        401: {"description": "missing or wrong bearer token"},
+        404: {"description": "admin endpoints disabled (no token configured)"},
+        409: {"description": "bundle refused; the previous model stays in service"},
+    },
+)
+def reload_model(
+    runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
+) -> Response:
+    """Load the model bundle again (bearer token from NETTEL_ADMIN_TOKEN)."""
+    _require_admin(runtime.settings.admin_bearer_token(), authorization)
+    try:
+        info = runtime.reload_model()
+    except ModelBundleError as error:
+        raise HTTPException(409, str(error)) from None
+    return Response(orjson.dumps(vars(info)), media_type=JSON)
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        """The process is alive."""
-        return {"status": "ok"}
 
-    @app.get("/readyz", response_model=ReadinessOut, responses={503: {"model": ReadinessOut}})
-    def readyz() -> Response:
-        """Connected to a broker and at least one matrix computed (503 otherwise)."""
-        ready, problems = runtime.ready()
-        body = orjson.dumps({"ready": ready, "problems": problems})
-        return Response(body, status_code=200 if ready else 503, media_type=JSON)
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is alive."""
+    return {"status": "ok"}
 
-    @app.get("/metrics", response_class=Response)
-    def metrics() -> Response:
-        """Prometheus text exposition."""
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    return app
+@router.get("/readyz", response_model=ReadinessOut, responses={503: {"model": ReadinessOut}})
+def readyz(runtime: RuntimeDep) -> Response:
+    """Connected to a broker and at least one matrix computed (503 otherwise)."""
+    ready, problems = runtime.ready()
+    body = orjson.dumps({"ready": ready, "problems": problems})
+    return Response(body, status_code=200 if ready else 503, media_type=JSON)
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(registry: Annotated[CollectorRegistry, Depends(get_registry)]) -> Response:
+    """Prometheus text exposition."""
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 def _require_admin(token: str | None, authorization: str | None) -> None:
@@ -154,14 +126,6 @@ def _require_admin(token: str | None, authorization: str | None) -> None:
     scheme, _, given = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not secrets.compare_digest(given.encode(), token.encode()):
         raise HTTPException(401, "bearer token required", headers={"WWW-Authenticate": "Bearer"})
-
-
-def _reload_quietly(runtime: Runtime) -> None:
-    """SIGHUP: reload the model; a refused bundle is logged and the old model kept."""
-    try:
-        runtime.reload_model()
-    except ModelBundleError as error:
-        logging.getLogger("nettel.model").error("model reload refused", extra={"error": str(error)})
 
 
 def _selection_response(

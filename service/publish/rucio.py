@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from service.errors import ConfigError
-from service.matrix.snapshot import LinkRecord
+from service.matrix.link_record import LinkRecord
 
 CSV_MEDIA = "text/csv; charset=utf-8"
 NO_RSE_MAP = (
@@ -62,16 +62,25 @@ def build_rucio_table(site_links: Sequence[LinkRecord], rse_map: dict[str, str])
 
 
 def build_rucio_router(
-    site_links: Callable[[], Sequence[LinkRecord]], rse_map: dict[str, str] | None
+    site_links: Callable[..., Sequence[LinkRecord]],
+    rse_map: Callable[..., dict[str, str] | None],
 ) -> APIRouter:
-    """`GET /costmatrix.csv?format=rucio`; `site_links` may raise 503 before the first matrix."""
+    """`GET /costmatrix.csv?format=rucio` over two dependencies: the site-level links of the
+    latest matrix (503 before the first one) and the configured RSE map (None: 404)."""
     router = APIRouter(tags=["Rucio"])
 
-    @router.get("/costmatrix.csv", response_class=Response, responses={404: {}})
-    def rucio_table(format: Literal["rucio"] = Query(description="table layout")) -> Response:
-        """Site -> RSE distances for Rucio's custom_table replica sorter (no header line)."""
-        if rse_map is None:
+    def configured_rses(rses: dict[str, str] | None = Depends(rse_map)) -> dict[str, str]:
+        if rses is None:  # checked first: a missing map is a lasting 404, no matrix a passing 503
             raise HTTPException(404, NO_RSE_MAP)
-        return Response(build_rucio_table(site_links(), rse_map), media_type=CSV_MEDIA)
+        return rses
+
+    @router.get("/costmatrix.csv", response_class=Response, responses={404: {}})
+    def rucio_table(
+        format: Literal["rucio"] = Query(description="table layout"),
+        rses: dict[str, str] = Depends(configured_rses),
+        links: Sequence[LinkRecord] = Depends(site_links),
+    ) -> Response:
+        """Site -> RSE distances for Rucio's custom_table replica sorter (no header line)."""
+        return Response(build_rucio_table(links, rses), media_type=CSV_MEDIA)
 
     return router

@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Literal
 
 import orjson
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
-from service.matrix.snapshot import CostMatrix, LinkRecord
+from service.matrix.link_record import LinkRecord
+from service.matrix.snapshot import CostMatrix
 
 Level = Literal["host", "site"]
 LinkKey = tuple[str, str]
@@ -141,7 +142,8 @@ class MatrixStream:
                 pass
 
 
-def build_stream_router(stream: MatrixStream) -> APIRouter:
+def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:
+    """`GET /costmatrix/stream` over the dependency `get_stream`."""
     router = APIRouter(tags=["stream"])
 
     @router.get(
@@ -149,7 +151,9 @@ def build_stream_router(stream: MatrixStream) -> APIRouter:
         response_class=StreamingResponse,
         responses={200: {"content": {"text/event-stream": {}}}},
     )
-    async def costmatrix_stream(level: Level = "host") -> StreamingResponse:
+    async def costmatrix_stream(
+        level: Level = "host", stream: MatrixStream = Depends(get_stream)
+    ) -> StreamingResponse:
         """Server-sent events: `matrix` on connect, then `changes` after every recompute."""
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(

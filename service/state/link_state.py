@@ -1,9 +1,15 @@
-"""Applies parsed measurements to the link index and buffers, and hands out consistent copies."""
+"""Applies parsed measurements to the link index and buffers, and hands out consistent copies.
+
+The state owns the lock that guards it: ingest applies batches, and the matrix cycle, the REST
+API and persistence take copies, each through a method that holds the lock for its whole call.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +52,8 @@ class StateView:
     latest_minute: np.ndarray
     clock_suspect_minute: np.ndarray
     names_version: int = 0
+    #: `LinkState.stored_total` when the copy was taken.
+    stored_total: int = 0
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -68,18 +76,29 @@ class StateView:
             latest_minute=self.latest_minute[block],
             clock_suspect_minute=self.clock_suspect_minute[block],
             names_version=self.names_version,
+            stored_total=self.stored_total,
         )
 
 
 class LinkState:
-    """All links' buffers; not thread-safe (the ingest adapter serialises access)."""
+    """All links' buffers; thread-safe: every method holds the state's own lock."""
 
     def __init__(self, topology: Topology | None = None, capacity: int = 1024) -> None:
         self.index = LinkIndex(topology or Topology())
         self.buffers = LinkBuffers(capacity)
+        #: Datapoints stored since start; a reader compares it with a view's to see new data.
+        self.stored_total = 0
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self.index)
+
+    @contextmanager
+    def frozen(self) -> Iterator[LinkState]:
+        """Hold the state still for a block: nothing is applied until it ends (e.g. while the
+        state is encoded and the journal rotated as one step)."""
+        with self._lock:
+            yield self
 
     def apply(self, message: ParsedMessage, now: float) -> ApplyOutcome:
         """Store every datapoint of `message` that falls inside the window ending at `now`."""
@@ -91,6 +110,12 @@ class LinkState:
 
         A link gets a row only once one of its datapoints passes the window check.
         """
+        with self._lock:
+            outcomes = self._apply_batch(messages, now)
+            self.stored_total += sum(outcome.applied for outcome in outcomes)
+        return outcomes
+
+    def _apply_batch(self, messages: Sequence[ParsedMessage], now: float) -> list[ApplyOutcome]:
         outcomes = [ApplyOutcome(rejected=[reason for reason, _ in m.rejected]) for m in messages]
         table = _datapoint_table(messages)
         if not len(table):
@@ -120,6 +145,16 @@ class LinkState:
 
     def view(self, now: float, rows: list[int] | None = None) -> StateView:
         """Copy of all links' state (or of `rows` only) for analysis outside the lock."""
+        with self._lock:
+            return self._copy(now, rows)
+
+    def view_link(self, source: str, destination: str, now: float) -> StateView | None:
+        """Copy of one link's state (endpoints by IP or host name), or None when unknown."""
+        with self._lock:
+            row = self.index.find_by_name(source, destination)
+            return None if row is None else self._copy(now, [row])
+
+    def _copy(self, now: float, rows: list[int] | None) -> StateView:
         n = len(self.index)
         pick: slice | list[int] = slice(0, n) if rows is None else rows
         b, i = self.buffers, self.index
@@ -143,6 +178,7 @@ class LinkState:
             latest_minute=b.latest_minute[pick].copy(),
             clock_suspect_minute=b.clock_suspect_minute[pick].copy(),
             names_version=i.names_version,
+            stored_total=self.stored_total,
         )
 
 

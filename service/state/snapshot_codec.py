@@ -29,16 +29,17 @@ class SnapshotFormatError(ValueError):
 
 
 def encode_state(state: LinkState) -> bytes:
-    """The state as snapshot bytes; call with the state's lock held or on a private copy."""
-    n = len(state)
-    b = state.buffers
-    arrays = {"slot_minute": b.slot_minute[:n]}
-    arrays |= {f"series/{k}": b.series[k][:n] for k in SERIES}
-    arrays |= {f"archive/{k}": b.archive[k][:n] for k in ARCHIVE}
-    arrays |= {name: getattr(b, name)[:n] for name in _PER_LINK}
-    arrays["index"] = np.frombuffer(orjson.dumps(_index_document(state)), dtype=np.uint8)
-    payload = io.BytesIO()
-    np.savez(payload, **arrays)
+    """The state as snapshot bytes, as it is at one moment (the state is held still meanwhile)."""
+    with state.frozen():
+        n = len(state)
+        b = state.buffers
+        arrays = {"slot_minute": b.slot_minute[:n]}
+        arrays |= {f"series/{k}": b.series[k][:n] for k in SERIES}
+        arrays |= {f"archive/{k}": b.archive[k][:n] for k in ARCHIVE}
+        arrays |= {name: getattr(b, name)[:n] for name in _PER_LINK}
+        arrays["index"] = np.frombuffer(orjson.dumps(_index_document(state)), dtype=np.uint8)
+        payload = io.BytesIO()
+        np.savez(payload, **arrays)
     body = payload.getvalue()
     return MAGIC + hashlib.sha256(body).digest() + body
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from service.ingest.backlog import BEHIND_PERSIST_SECONDS, BEHIND_QUIET_SECONDS
+from service.ingest.backlog import BEHIND_PERSIST_SECONDS, BEHIND_QUIET_SECONDS, BacklogWatch
 from service.ingest.pipeline import IngestPipeline
 from service.matrix.cycle import MatrixCycle, recompute_gap
 from service.parse.records import MeasurementKind
@@ -30,7 +30,11 @@ def test_fresh_data_waits_for_the_backlog_then_reaches_the_matrix() -> None:
     pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
     behind = [False]
     cycle = MatrixCycle(
-        pipeline, interval=60.0, freshness=0.2, clock=lambda: NOW, behind=lambda: behind[0]
+        pipeline.state,
+        interval=60.0,
+        freshness=0.2,
+        clock=lambda: NOW,
+        behind=BacklogWatch(lambda: behind[0]),
     )
     cycle.start()
     try:
@@ -56,11 +60,11 @@ def test_a_short_burst_does_not_hold_fresh_data_back() -> None:
     pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
     burst_until = [0.0]
     cycle = MatrixCycle(
-        pipeline,
+        pipeline.state,
         interval=60.0,
         freshness=0.2,
         clock=lambda: NOW,
-        behind=lambda: time.monotonic() < burst_until[0],
+        behind=BacklogWatch(lambda: time.monotonic() < burst_until[0]),
     )
     cycle.start()
     try:
@@ -89,7 +93,7 @@ def test_waiting_inside_a_recompute_does_not_space_out_the_next_one() -> None:
         return NOW
 
     pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
-    cycle = MatrixCycle(pipeline, interval=60.0, freshness=0.2, clock=waiting_clock)
+    cycle = MatrixCycle(pipeline.state, interval=60.0, freshness=0.2, clock=waiting_clock)
     cycle.start()
     try:
         assert wait_until(lambda: cycle.latest is not None, 5.0)

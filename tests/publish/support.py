@@ -6,8 +6,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from service.analysis.predictor import ModelInfo
+from service.matrix.link_record import LinkRecord
 from service.matrix.matrix_body import encode_body
-from service.matrix.snapshot import CostMatrix, LinkRecord, matrix_document
+from service.matrix.snapshot import CostMatrix, matrix_document
 
 TS = 1_700_000_160
 

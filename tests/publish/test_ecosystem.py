@@ -1,4 +1,5 @@
-"""register_ecosystem on the real app: routes, web page, observers attached and detached."""
+"""The app factory and the publishers: routes, dependencies, web page, observers attached and
+detached by the lifespan."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from fastapi.testclient import TestClient
 
 from service.config import Settings
 from service.matrix.snapshot import CostMatrix
+from service.publish.app import create_app
+from service.publish.dependencies import latest_matrix
 from service.publish.ecosystem import SnapshotMemo
-from service.publish.rest import create_app
+from service.publish.lifespan import publishers_lifespan
 from service.runtime import Runtime, build_runtime
 from tests.publish.support import host_link, make_matrix
 
@@ -31,7 +34,7 @@ def rse_map(tmp_path: Path) -> Path:
 
 def test_routes_serve_the_current_matrix(rse_map):
     runtime = build(rse_map=rse_map)
-    with TestClient(create_app(runtime, manage_runtime=False)) as client:
+    with TestClient(create_app(runtime)) as client:
         assert client.get("/alto/networkmap").status_code == 503
         assert client.get("/costmatrix.csv", params={"format": "rucio"}).status_code == 503
         runtime.cycle.latest = make_matrix(LINKS)
@@ -44,13 +47,13 @@ def test_routes_serve_the_current_matrix(rse_map):
 def test_rucio_table_is_404_without_rse_map():
     runtime = build()
     runtime.cycle.latest = make_matrix(LINKS)
-    with TestClient(create_app(runtime, manage_runtime=False)) as client:
+    with TestClient(create_app(runtime)) as client:
         response = client.get("/costmatrix.csv", params={"format": "rucio"})
     assert response.status_code == 404 and "--rse-map" in response.json()["detail"]
 
 
 def test_web_page_and_its_files_are_served_from_the_package():
-    with TestClient(create_app(build(), manage_runtime=False)) as client:
+    with TestClient(create_app(build())) as client:
         page = client.get("/")
         script = client.get("/web/app.js")
         styles = client.get("/web/styles.css")
@@ -65,9 +68,31 @@ def test_web_page_and_its_files_are_served_from_the_package():
 def test_lifespan_attaches_and_detaches_the_matrix_observers():
     runtime = build(publish_telemetry=True)
     observers = runtime.cycle.matrix_observers
-    with TestClient(create_app(runtime, manage_runtime=False)):
+    with TestClient(create_app(runtime, lifespan=publishers_lifespan)):
         assert len(observers) == 2  # SSE wake-up and broker telemetry
     assert observers == []
+
+
+def test_the_app_alone_starts_nothing():
+    runtime = build(publish_telemetry=True)
+    with TestClient(create_app(runtime)) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert runtime.cycle.matrix_observers == []
+        assert not runtime.source.connected
+
+
+def test_a_test_can_stand_in_for_the_latest_matrix():
+    """Every matrix route takes the snapshot through one dependency: overriding it serves the
+    given matrix without a cycle (and without it, each answers 503)."""
+    app = create_app(build())
+    paths = ["/costmatrix", "/costmatrix?level=site", "/alto/costmap/lossrate"]
+    with TestClient(app) as client:
+        assert [client.get(path).status_code for path in paths] == [503, 503, 503]
+        app.dependency_overrides[latest_matrix] = lambda: make_matrix(LINKS)
+        assert client.get("/costmatrix").json()["links"] == LINKS
+        site = client.get("/costmatrix", params={"level": "site"}).json()["links"]
+        assert [(r["source"], r["destination"], r["links"]) for r in site] == [("CERN", "RAL", 1)]
+        assert client.get("/alto/costmap/lossrate").json()["cost-map"] == {"CERN": {"RAL": 0.0}}
 
 
 def test_snapshot_memo_rebuilds_only_for_a_new_snapshot():

@@ -15,7 +15,7 @@ import uvicorn
 from service.config import Settings
 from service.matrix.matrix_body import BLOCK_LINKS
 from service.matrix.snapshot import CostMatrix
-from service.publish.rest import create_app
+from service.publish.app import create_app
 from service.runtime import Runtime, build_runtime
 from tests.publish.support import host_link, make_matrix
 
@@ -32,9 +32,7 @@ def free_port() -> int:
 def served() -> Iterator[tuple[str, Runtime]]:
     runtime = build_runtime(Settings(model="none", publish_telemetry=False))
     port = free_port()
-    config = uvicorn.Config(
-        create_app(runtime, manage_runtime=False), "127.0.0.1", port, log_config=None
-    )
+    config = uvicorn.Config(create_app(runtime), "127.0.0.1", port, log_config=None)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

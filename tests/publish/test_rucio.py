@@ -62,7 +62,7 @@ def test_names_with_commas_are_skipped():
 
 def rucio_client(rse_map) -> TestClient:
     app = FastAPI()
-    app.include_router(build_rucio_router(lambda: SITE_LINKS, rse_map))
+    app.include_router(build_rucio_router(lambda: SITE_LINKS, lambda: rse_map))
     return TestClient(app)
 
 

@@ -1,0 +1,43 @@
+"""The app factory: routes and what they depend on, over one runtime; no lifecycle here.
+
+Start and stop belong to a lifespan (`service.publish.lifespan`), passed in by the caller:
+`nettel serve` gives `service_lifespan`; tests give none or `publishers_lifespan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+
+from service.build_info import package_version
+from service.publish import dependencies, rest
+from service.publish.alto import build_alto_router
+from service.publish.ecosystem import build_ecosystem
+from service.publish.metrics import build_registry
+from service.publish.rucio import build_rucio_router
+from service.publish.stream import build_stream_router
+from service.publish.web import add_web_view
+from service.runtime import Runtime
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
+    """The HTTP API over `runtime`; `lifespan` starts and stops what the caller wants run."""
+    app = FastAPI(
+        title="nettel",
+        summary="Live network link cost matrix from perfSONAR delay and loss.",
+        version=package_version(),
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.state.ecosystem = build_ecosystem(runtime)
+    app.state.registry = build_registry(runtime)
+    app.include_router(rest.router)
+    app.include_router(build_alto_router(dependencies.alto_view))
+    app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))
+    app.include_router(build_stream_router(dependencies.get_stream))
+    add_web_view(app)
+    return app

@@ -1,0 +1,76 @@
+"""The app's lifespans: what starts and stops with the HTTP server, and its signal handling.
+
+`publishers_lifespan` attaches the publishers (SSE stream, broker telemetry) to the matrix cycle
+for the app's lifetime; `service_lifespan` (what `nettel serve` runs) also starts and stops the
+runtime (ingest, cycle, persistence) and reloads the model on SIGHUP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from types import FrameType
+
+from fastapi import FastAPI
+
+from service.errors import ModelBundleError
+from service.publish.ecosystem import Ecosystem
+from service.publish.stream import MatrixStream
+from service.runtime import Runtime
+
+
+@asynccontextmanager
+async def publishers_lifespan(app: FastAPI) -> AsyncIterator[None]:
+    ecosystem: Ecosystem = app.state.ecosystem
+    ecosystem.start()
+    _close_streams_on_exit_signals(ecosystem.stream)
+    try:
+        yield
+    finally:
+        ecosystem.stop()
+
+
+@asynccontextmanager
+async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
+    runtime: Runtime = app.state.runtime
+    async with publishers_lifespan(app):
+        runtime.start()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
+        try:
+            yield
+        finally:
+            runtime.stop()
+
+
+def _reload_quietly(runtime: Runtime) -> None:
+    """SIGHUP: reload the model; a refused bundle is logged and the old model kept."""
+    try:
+        runtime.reload_model()
+    except ModelBundleError as error:
+        logging.getLogger("nettel.model").error("model reload refused", extra={"error": str(error)})
+
+
+def _close_streams_on_exit_signals(stream: MatrixStream) -> None:
+    """uvicorn waits for open responses before the lifespan shutdown, so SSE streams would hold
+    SIGTERM/SIGINT forever: end them first, then let the server's own handler run."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # e.g. a test client's lifespan thread; there is no server signal handling
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+        if callable(previous):
+            signal.signal(signum, partial(_close_then, stream, previous))
+
+
+def _close_then(
+    stream: MatrixStream,
+    previous: Callable[[int, FrameType | None], object],
+    signum: int,
+    frame: FrameType | None,
+) -> None:
+    stream.close()
+    previous(signum, frame)
