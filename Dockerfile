@@ -25,6 +25,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # ---- build: the serving virtual environment --------------------------------------------------
 FROM base AS build
 # A C compiler for nettel's histogram scanner (service/parse/_histogram_scan.c); this stage only.
+# The scanner is optional (without it histograms are parsed in Python, slower); images build it.
 # Unpinned: Debian's security updates replace these versions within a release.
 # hadolint ignore=DL3008
 RUN apt-get update \

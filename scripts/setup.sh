@@ -17,7 +17,9 @@ find_python() {
 
 install_system_packages() {  # $@: Debian packages needed beyond activemq (e.g. chromium)
     local missing=() pkg
-    for pkg in activemq gcc "$@"; do  # gcc: nettel's histogram scanner is a C extension
+    # gcc (optional, but parsing is faster with it): builds nettel's C histogram scanner; without
+    # a compiler the install skips it and delay histograms are parsed in Python.
+    for pkg in activemq gcc "$@"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
     done
     local py
@@ -26,7 +28,7 @@ install_system_packages() {  # $@: Debian packages needed beyond activemq (e.g. 
     else
         "$py" -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
         "$py" -c 'import os, sysconfig; os.stat(sysconfig.get_path("include") + "/Python.h")' \
-            2>/dev/null || missing+=(python3-dev)  # headers to build the C extension
+            2>/dev/null || missing+=(python3-dev)  # headers to build the (optional) C scanner
     fi
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "setup: installing ${missing[*]}"

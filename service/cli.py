@@ -74,6 +74,7 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     from service.memory import relax_garbage_collection
+    from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
     from service.publish.http_server import serve_http
     from service.publish.rest import create_app
     from service.runtime import build_runtime
@@ -81,10 +82,16 @@ def _run_serve(args: argparse.Namespace) -> int:
     overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
     settings = load_settings(**overrides)
     configure_logging(settings.log_level)
+    log = logging.getLogger("nettel")
+    scanner = {"histogram_scanner": SCANNER_IMPLEMENTATION}
+    if SCANNER_IMPLEMENTATION == "c":
+        log.info("histogram scanner: C extension", extra=scanner)
+    else:
+        log.warning("histogram scanner: Python, C extension not built (slower)", extra=scanner)
     app = create_app(build_runtime(settings))
     relax_garbage_collection()
     host, port = settings.listen
-    logging.getLogger("nettel").info("serving", extra={"url": f"http://{host}:{port}"})
+    log.info("serving", extra={"url": f"http://{host}:{port}"})
     serve_http(app, host, port)
     return 0
 

@@ -22,8 +22,8 @@ LOCAL_STATE = shutil.ignore_patterns(
 )
 
 
-def build_wheel(work: Path, env: Mapping[str, str] | None = None) -> list[str]:
-    """Build the wheel from a copy of the checkout in `work`; return the wheel's file names."""
+def build_wheel(work: Path, env: Mapping[str, str] | None = None) -> Path:
+    """Build the wheel from a copy of the checkout in `work`; return its path."""
     source = work / "src"
     shutil.copytree(REPO_ROOT, source, ignore=LOCAL_STATE)
     result = subprocess.run(
@@ -36,6 +36,10 @@ def build_wheel(work: Path, env: Mapping[str, str] | None = None) -> list[str]:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [wheel] = (work / "dist").glob("nettel-*.whl")
+    return wheel
+
+
+def file_names(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as archive:
         return archive.namelist()
 
@@ -46,7 +50,7 @@ def scanner_binaries(names: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+    return file_names(build_wheel(tmp_path_factory.mktemp("wheel")))
 
 
 def test_wheel_holds_the_serving_packages(wheel_names: list[str]) -> None:
@@ -79,3 +83,28 @@ def test_wheel_holds_no_development_tools(wheel_names: list[str]) -> None:
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler to build the scanner")
 def test_wheel_built_with_a_compiler_holds_the_scanner(wheel_names: list[str]) -> None:
     assert len(scanner_binaries(wheel_names)) == 1
+
+
+@pytest.mark.slow
+def test_wheel_builds_without_a_c_compiler_and_parses_in_python(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path, env={"CC": "/bin/false"})  # every compile fails
+    names = file_names(wheel)
+    assert scanner_binaries(names) == []
+    assert "service/parse/histogram_scan.py" in names and "models/bundle/model.keras" in names
+
+    target = tmp_path / "installed"
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check"]
+    subprocess.run([*install, "--target", str(target), str(wheel)], check=True, timeout=120)
+    probe = "import service.parse.histogram_scan as s; print(s.__file__, s.SCANNER_IMPLEMENTATION)"
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    location, implementation = result.stdout.split()
+    assert Path(location).is_relative_to(target), "imported the checkout, not the wheel"
+    assert implementation == "python"
