@@ -16,13 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.errors import RejectedInput, RejectReason
-from service.parse import _histogram_scan, perfsonar
+from service.parse import perfsonar
 from service.parse.histogram import repeats_a_delay
 from service.parse.histogram_scan import ScannedBatch, scan_histograms
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import ParseResult, parse_message, parse_messages
 from service.parse.records import MeasurementKind
 from tests.message_factory import BASE_TS, meta, sample_body
+
+#: The C scanner itself (an optional build: without it, the Python path's tests still run).
+_histogram_scan = pytest.importorskip("service.parse._histogram_scan")
 
 DELAY = MeasurementKind.DELAY
 LOSS = MeasurementKind.LOSS
