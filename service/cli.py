@@ -76,7 +76,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     from service.memory import relax_garbage_collection
     from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
     from service.publish.http_server import serve_http
-    from service.publish.rest import create_app
+    from service.publish.app import create_app
+    from service.publish.lifespan import service_lifespan
     from service.runtime import build_runtime
 
     overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
@@ -88,7 +89,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         log.info("histogram scanner: C extension", extra=scanner)
     else:
         log.warning("histogram scanner: Python, C extension not built (slower)", extra=scanner)
-    app = create_app(build_runtime(settings))
+    app = create_app(build_runtime(settings), lifespan=service_lifespan)
     relax_garbage_collection()
     host, port = settings.listen
     log.info("serving", extra={"url": f"http://{host}:{port}"})
