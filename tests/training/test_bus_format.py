@@ -18,7 +18,7 @@ from training.bus_format import (
 from training.simulator import Mesh, build_mesh, simulate_minute, simulate_utilisation
 
 TS = 1_700_000_040
-# Key order of samples/owdelay-histogram-real.json and samples/packet-loss-rate.json.
+# Key order of tests/data/owdelay-histogram-real.json and tests/data/packet-loss-rate.json.
 V1_HEADER_KEYS = [
     "destination",
     "event-type",
@@ -41,7 +41,7 @@ V1_META_KEYS = [
     "ip_transport_protocol",
     "org_metadata_key",
 ]
-# Key order of samples/owdelay-v2-push.json.
+# Key order of tests/data/owdelay-v2-push.json.
 V2_HEADER_KEYS = ["destination", "event-type", "summaries"]
 V2_META_KEYS = [
     "subject_type",
