@@ -1,7 +1,8 @@
 """Messages of a simulated mesh in the perfSONAR bus format: (STOMP headers, JSON body) pairs.
 
-Version 1 is the original collector's layout (samples/owdelay-histogram-real.json,
-samples/packet-loss-rate.json); version 2 the toolkit-push layout (samples/owdelay-v2-push.json).
+Version 1 is the original collector's layout (tests/data/owdelay-histogram-real.json,
+tests/data/packet-loss-rate.json); version 2 the toolkit-push layout
+(tests/data/owdelay-v2-push.json).
 Pure builders: serialising and sending are the caller's business.
 """
 
