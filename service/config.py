@@ -114,6 +114,13 @@ class Settings(BaseSettings):
         0.01, ge=0, le=1, description="cost change that makes /costmatrix/stream send a link"
     )
     rse_map: Path | None = Field(None, description="YAML/JSON file: Rucio RSE -> site name")
+    metrics_top_site_pairs: int = Field(
+        10,
+        ge=0,
+        le=1000,
+        description="site pairs in nettel_link_cost on /metrics: the costliest ones, so the "
+        "label set stays bounded (0: none)",
+    )
     model: str = Field(
         "default",
         min_length=1,

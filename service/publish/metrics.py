@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import platform
 import time
 from collections.abc import Iterator
 
@@ -11,20 +12,32 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
+from service.build_info import package_version
 from service.errors import RejectReason
 from service.matrix.snapshot import CostMatrix
+from service.matrix.views import aggregate_sites
 from service.model_slot import ModelSlot
+from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
+from service.publish.ecosystem import SnapshotMemo
 from service.runtime import Runtime
 
-TOP_LINKS = 10
+SitePairCost = tuple[str, str, float]
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class RuntimeCollector(Collector):
-    """Ingest totals, link counts and broker state, as they are at scrape time."""
+    """Ingest, broker, matrix and state-snapshot state, the costliest site pairs and the build,
+    as they are at scrape time (site pairs aggregated once per matrix, not per scrape)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        top = runtime.settings.metrics_top_site_pairs
+        self._costliest = SnapshotMemo(lambda matrix: costliest_site_pairs(matrix, top))
+        self._build_info = {
+            "version": package_version(),
+            "histogram_scanner": SCANNER_IMPLEMENTATION,
+            "python": platform.python_version(),
+        }
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
         runtime = self._runtime
@@ -73,6 +86,10 @@ class RuntimeCollector(Collector):
             value=1.0 if runtime.source.connected else 0.0,
         )
         yield from self._freshness(last_message)
+        yield from self._persistence()
+        build = InfoMetricFamily("nettel_build", "The running nettel: package, scanner, Python.")
+        build.add_metric([], self._build_info)
+        yield build
         if runtime.model is not None:
             info = runtime.model.current.info
             model = InfoMetricFamily("nettel_model", "The served utilisation model.")
@@ -82,18 +99,22 @@ class RuntimeCollector(Collector):
             yield model
 
     def _persistence(self) -> Iterator[GaugeMetricFamily]:
+        """Only with --state-dir. Before this process's first snapshot the age counts from start,
+        so NettelStateSnapshotStale fires when snapshots never succeed."""
         persistence = self._runtime.persistence
-        if persistence is None or persistence.last_written_at is None:
+        if persistence is None:
             return
+        written_at = persistence.last_written_at
         yield GaugeMetricFamily(
             "nettel_state_snapshot_age_seconds",
-            "Age of the last state snapshot on disk.",
-            value=time.time() - persistence.last_written_at,
+            "Age of the last state snapshot this process wrote (since start when none yet).",
+            value=time.time() - (written_at or self._runtime.started_at),
         )
+        duration = persistence.last_duration
         yield GaugeMetricFamily(
             "nettel_state_snapshot_duration_seconds",
-            "Time to encode and write the last snapshot.",
-            value=persistence.last_duration or 0.0,
+            "Time to encode and write the last state snapshot (NaN: none yet).",
+            value=math.nan if duration is None else duration,
         )
 
     def _freshness(self, last_message: float | None) -> Iterator[GaugeMetricFamily]:
@@ -116,17 +137,29 @@ class RuntimeCollector(Collector):
                 "Links the empirical filter marks congested.",
                 value=matrix.congested_count,
             )
+            yield self._link_cost(matrix)
+
+    def _link_cost(self, matrix: CostMatrix) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            "nettel_link_cost",
+            f"Cost (0..1) between two sites as /costmatrix?level=site gives it, for the "
+            f"{self._runtime.settings.metrics_top_site_pairs} costliest site pairs.",
+            labels=["source_site", "destination_site"],
+        )
+        for source, destination, cost in self._costliest(matrix):
+            family.add_metric([source, destination], cost)
+        return family
 
 
-def _costliest_links(matrix: CostMatrix) -> GaugeMetricFamily:
-    """Cost of the TOP_LINKS costliest links only, so the label set stays bounded."""
-    labels = ["source_site", "destination_site", "source", "destination"]
-    family = GaugeMetricFamily(
-        "nettel_link_cost", f"Cost of the {TOP_LINKS} costliest links (0..1).", labels=labels
-    )
-    for link in heapq.nlargest(TOP_LINKS, matrix.links, key=lambda link: link["cost"]):
-        family.add_metric([link[label] or "" for label in labels], link["cost"])
-    return family
+def costliest_site_pairs(matrix: CostMatrix, top: int) -> list[SitePairCost]:
+    """The `top` costliest (source site, destination site, cost) of the matrix, costliest first;
+    pairs without a cost are left out."""
+    pairs = [
+        (pair["source"], pair["destination"], pair["cost"])
+        for pair in aggregate_sites(matrix.links)
+        if pair["cost"] is not None
+    ]
+    return heapq.nlargest(top, pairs, key=lambda pair: pair[2])
 
 
 def _labelled_counter(

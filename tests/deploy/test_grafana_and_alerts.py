@@ -1,14 +1,14 @@
 """The Prometheus config, alert rules and Grafana dashboard under deploy/.
 
-Parser checks always run: YAML/JSON structure, and every metric an expression selects is one
-nettel exports (service/publish/metrics.py), one announced as planned, or Prometheus' `up`.
-With promtool installed (or PROMTOOL=/path), `promtool check rules|config` and the rule unit
-tests in alerts_test.yml run too, and every dashboard query is parsed by promtool.
+Parser checks always run: YAML/JSON structure, and every metric an expression selects is a
+nettel one or Prometheus' `up` (that nettel really exports each one, with the labels the queries
+use, is tests/deploy/test_metrics_in_use.py's job: it scrapes a running service). With promtool
+installed (or PROMTOOL=/path), `promtool check rules|config` and the rule unit tests in
+alerts_test.yml run too, and every dashboard query is parsed by promtool.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -18,20 +18,23 @@ import pytest
 import yaml
 
 from tests.deploy.support import (
+    ALERTS,
     PROMETHEUS_BUILTINS,
+    PROMETHEUS_CONFIG,
+    PROMETHEUS_DIR,
     REPO_ROOT,
-    exported_series,
+    alert_rules,
+    all_panels,
+    dashboard_exprs,
     find_tool,
+    load_dashboard,
     metric_names_in,
-    planned_series,
+    nettel_metric_names,
+    query_panels,
 )
 
-PROMETHEUS_DIR = REPO_ROOT / "deploy" / "prometheus"
-ALERTS = PROMETHEUS_DIR / "alerts.yml"
-PROMETHEUS_CONFIG = PROMETHEUS_DIR / "prometheus.yml"
 ALERT_UNIT_TESTS = Path(__file__).with_name("alerts_test.yml")
 GRAFANA_DIR = REPO_ROOT / "deploy" / "grafana"
-DASHBOARD = GRAFANA_DIR / "dashboards" / "nettel.json"
 DATASOURCES = GRAFANA_DIR / "provisioning" / "datasources" / "prometheus.yml"
 DASHBOARD_PROVIDERS = GRAFANA_DIR / "provisioning" / "dashboards" / "nettel.yml"
 
@@ -55,35 +58,16 @@ needs_promtool = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def rules() -> list[dict[str, Any]]:
-    document = yaml.safe_load(ALERTS.read_text())
-    return [rule for group in document["groups"] for rule in group["rules"]]
+    return alert_rules()
 
 
 @pytest.fixture(scope="module")
 def dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())
+    return load_dashboard()
 
 
-@pytest.fixture(scope="module")
-def known_series() -> frozenset[str]:
-    return exported_series() | planned_series() | PROMETHEUS_BUILTINS
-
-
-def all_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
-    """Top-level panels and those nested in collapsed rows."""
-    panels = []
-    for panel in dashboard["panels"]:
-        panels.append(panel)
-        panels.extend(panel.get("panels", []))
-    return panels
-
-
-def query_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
-    return [panel for panel in all_panels(dashboard) if panel["type"] not in {"row", "text"}]
-
-
-def dashboard_exprs(dashboard: dict[str, Any]) -> list[str]:
-    return [target["expr"] for panel in query_panels(dashboard) for target in panel["targets"]]
+def is_known(name: str) -> bool:
+    return name.startswith("nettel_") or name in PROMETHEUS_BUILTINS
 
 
 def squeeze(expr: str) -> str:
@@ -97,22 +81,7 @@ def run(*command: str | Path, cwd: Path = REPO_ROOT) -> subprocess.CompletedProc
     )
 
 
-# ---- metric inventory ------------------------------------------------------------------------
-
-
-def test_metric_inventory_reads_the_metrics_module() -> None:
-    exported = exported_series()
-    for name in (
-        "nettel_messages_received_total",
-        "nettel_rejected_total",
-        "nettel_datapoints_applied_total",
-        "nettel_broker_connected",
-        "nettel_seconds_since_last_message",
-        "nettel_snapshot_age_seconds",
-        "nettel_congested_links",
-        "nettel_cycle_duration_seconds_bucket",
-    ):
-        assert name in exported, f"{name} not found in service/publish/metrics.py"
+# ---- metric names ----------------------------------------------------------------------------
 
 
 def test_metric_name_extraction() -> None:
@@ -156,13 +125,12 @@ def test_every_rule_is_a_complete_alert(rules: list[dict[str, Any]]) -> None:
             assert isinstance(text, str) and text.strip(), f"{name}: no {key}"
 
 
-def test_alerts_only_use_exported_metrics(
-    rules: list[dict[str, Any]], known_series: frozenset[str]
-) -> None:
+def test_alerts_only_use_nettel_metrics_and_up(rules: list[dict[str, Any]]) -> None:
     for rule in rules:
         used = metric_names_in(rule["expr"])
         assert used, f"{rule['alert']}: no metric found in {rule['expr']!r}"
-        assert used <= known_series, f"{rule['alert']}: unknown metrics {used - known_series}"
+        unknown = {name for name in used if not is_known(name)}
+        assert not unknown, f"{rule['alert']}: not nettel's nor Prometheus' own: {unknown}"
 
 
 def test_required_alerts(rules: list[dict[str, Any]]) -> None:
@@ -192,15 +160,13 @@ def test_required_alerts(rules: list[dict[str, Any]]) -> None:
         assert by_name[name]["for"] == duration, name
 
 
-def test_planned_metric_alert_is_silent_while_the_metric_is_absent(
-    rules: list[dict[str, Any]],
-) -> None:
-    """absent()/absent_over_time() would make it fire on every nettel that lacks the metric."""
-    planned = {name for name in planned_series()}
-    for rule in rules:
-        if metric_names_in(rule["expr"]) & planned:
-            assert "absent" not in rule["expr"], rule["alert"]
-            assert " or " not in f" {rule['expr']} ", f"{rule['alert']}: an `or` arm could fire"
+def test_state_snapshot_alert_is_silent_without_persistence(rules: list[dict[str, Any]]) -> None:
+    """The metric exists only with --state-dir: absent()/absent_over_time() or an `or` arm would
+    make the alert fire on every nettel that runs without persistence."""
+    [rule] = [r for r in rules if "nettel_state_snapshot_age_seconds" in r["expr"]]
+    assert nettel_metric_names(rule["expr"]) == {"nettel_state_snapshot_age_seconds"}
+    assert "absent" not in rule["expr"], rule["alert"]
+    assert " or " not in f" {rule['expr']} ", f"{rule['alert']}: an `or` arm could fire"
 
 
 def test_every_alert_has_a_promtool_unit_test(rules: list[dict[str, Any]]) -> None:
@@ -302,13 +268,11 @@ def test_dashboard_panels_do_not_overlap(dashboard: dict[str, Any]) -> None:
                 cells[(x, y)] = panel["title"]
 
 
-def test_dashboard_only_uses_exported_metrics(
-    dashboard: dict[str, Any], known_series: frozenset[str]
-) -> None:
+def test_dashboard_only_uses_nettel_metrics(dashboard: dict[str, Any]) -> None:
     for expr in dashboard_exprs(dashboard):
         used = metric_names_in(expr)
         assert used, f"no metric in {expr!r}"
-        assert used <= known_series, f"unknown metrics {used - known_series} in {expr!r}"
+        assert all(name.startswith("nettel_") for name in used), f"not nettel's: {expr!r}"
 
 
 def test_dashboard_queries_follow_the_job_and_instance_variables(dashboard: dict[str, Any]) -> None:
@@ -328,7 +292,7 @@ def test_dashboard_has_the_required_panels(dashboard: dict[str, Any]) -> None:
         "broker state": ["nettel_broker_connected"],
         "cycle time": ["histogram_quantile(", "nettel_cycle_duration_seconds_bucket"],
         "congested links": ["nettel_congested_links"],
-        "top-10 costliest links": ["topk(10,nettel_link_cost)"],
+        "top-10 costliest site pairs": ["topk(10,nettel_link_cost)"],
         "snapshot age": ["nettel_snapshot_age_seconds"],
         "since last message": ["nettel_seconds_since_last_message"],
         "arrival lag": ["nettel_ingest_arrival_lag_seconds"],
