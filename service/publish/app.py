@@ -33,8 +33,8 @@ def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    app.state.ecosystem = build_ecosystem(runtime)
-    app.state.registry = build_registry(runtime)
+    app.state.ecosystem = ecosystem = build_ecosystem(runtime)
+    app.state.registry = build_registry(runtime, ecosystem.site_links)
     app.include_router(rest.router)
     app.include_router(build_alto_router(dependencies.alto_view))
     app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))

@@ -6,7 +6,7 @@ import heapq
 import math
 import platform
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from service.build_info import package_version
 from service.errors import RejectReason
+from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
 from service.model_slot import ModelSlot
@@ -22,6 +23,7 @@ from service.publish.ecosystem import SnapshotMemo
 from service.runtime import Runtime
 
 SitePairCost = tuple[str, str, float]
+SiteLinks = Callable[[CostMatrix], Sequence[LinkRecord]]
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -29,10 +31,12 @@ class RuntimeCollector(Collector):
     """Ingest, broker, matrix and state-snapshot state, the costliest site pairs and the build,
     as they are at scrape time (site pairs aggregated once per matrix, not per scrape)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, site_links: SiteLinks | None = None) -> None:
+        """`site_links`: the matrix aggregated by site pair, when another publisher has it."""
         self._runtime = runtime
         top = runtime.settings.metrics_top_site_pairs
-        self._costliest = SnapshotMemo(lambda matrix: costliest_site_pairs(matrix, top))
+        by_site = site_links or (lambda matrix: aggregate_sites(matrix.links))
+        self._costliest = SnapshotMemo(lambda matrix: costliest_site_pairs(by_site(matrix), top))
         self._build_info = {
             "version": package_version(),
             "histogram_scanner": SCANNER_IMPLEMENTATION,
@@ -41,13 +45,11 @@ class RuntimeCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
         runtime = self._runtime
-        with runtime.pipeline.lock:
-            counters = runtime.pipeline.counters
-            received = dict(counters.messages_by_topic)
-            rejected = dict(counters.rejected_by_reason)
-            applied, clock_packets = counters.datapoints_applied, counters.clock_error_packets
-            last_message = counters.last_message_at
-            links = len(runtime.pipeline.state)
+        counters = runtime.pipeline.counters_snapshot()
+        received, rejected = counters.messages_by_topic, counters.rejected_by_reason
+        applied, clock_packets = counters.datapoints_applied, counters.clock_error_packets
+        last_message = counters.last_message_at
+        links = len(runtime.state)
         yield _labelled_counter(
             "nettel_messages_received", "Messages received, by topic.", "topic", received
         )
@@ -151,12 +153,12 @@ class RuntimeCollector(Collector):
         return family
 
 
-def costliest_site_pairs(matrix: CostMatrix, top: int) -> list[SitePairCost]:
-    """The `top` costliest (source site, destination site, cost) of the matrix, costliest first;
-    pairs without a cost are left out."""
+def costliest_site_pairs(site_links: Sequence[LinkRecord], top: int) -> list[SitePairCost]:
+    """The `top` costliest (source site, destination site, cost) of site-level links, costliest
+    first; pairs without a cost are left out."""
     pairs = [
         (pair["source"], pair["destination"], pair["cost"])
-        for pair in aggregate_sites(matrix.links)
+        for pair in site_links
         if pair["cost"] is not None
     ]
     return heapq.nlargest(top, pairs, key=lambda pair: pair[2])
@@ -171,10 +173,10 @@ def _labelled_counter(
     return family
 
 
-def build_registry(runtime: Runtime) -> CollectorRegistry:
+def build_registry(runtime: Runtime, site_links: SiteLinks | None = None) -> CollectorRegistry:
     """A registry with the runtime collector and histograms fed by the cycle and the model."""
     registry = CollectorRegistry()
-    registry.register(RuntimeCollector(runtime))
+    registry.register(RuntimeCollector(runtime, site_links))
     cycle_seconds = Histogram(
         "nettel_cycle_duration_seconds",
         "Time to recompute the cost matrix.",
