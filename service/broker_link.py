@@ -1,14 +1,42 @@
-"""What every STOMP connection of nettel shares: TLS setup and reconnect backoff."""
+"""One STOMP connection to the brokers, kept up: the lifecycle every broker user of nettel shares.
+
+stomp.py does the protocol (STOMP 1.2, heart-beats, failover over the broker list on connect),
+over `stomp_transport.BufferedConnection12` (its leaner receive path). `BrokerLink` adds:
+
+- a supervisor thread that connects (credentials, the user's CONNECT headers, TLS), runs the
+  user's `on_connect` step (e.g. SUBSCRIBE) and only then counts as connected;
+- disconnect detection: stomp.py's listener events (`on_disconnected`, `on_heartbeat_timeout`),
+  a user's `report_lost` (a failed send), and a check of the socket every second;
+- reconnecting with capped exponential backoff and jitter (`backoff_seconds`);
+- the connected state (`connected`, `connection`, `wait_connected`, `disconnected_seconds`) and
+  a clean `stop` that returns promptly also while the brokers are away.
+
+Log lines (on the user's logger, named by its `label`): "<label> connected", "<label> connection
+lost" (warning), "<label> connect failed" (warning, with the error's type and whether TLS was on).
+
+With `tls` every broker is reached over TLS (ActiveMQ's ``stomp+ssl`` connector): the broker's
+certificate must chain to the given CA file (or to the system's CAs) and name the host as it is
+written in the broker list; a client certificate is presented when one is given. The passcode is
+only ever sent in the CONNECT frame and never logged.
+"""
 
 from __future__ import annotations
 
+import logging
 import random
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import stomp
+from stomp.exception import StompException
 
 from service.config import Address
+from service.stomp_transport import BufferedConnection12
+
+#: How often a connected link checks its socket, in case stomp.py's events were missed.
+CHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -20,16 +48,185 @@ class TlsFiles:
     key_file: str | None = None
 
 
-def enable_tls(connection: stomp.Connection12, brokers: Sequence[Address], tls: TlsFiles) -> None:
-    """Make `connection` wrap every broker in `brokers` in TLS, checking certificate and name."""
-    connection.set_ssl(
-        for_hosts=list(brokers),
-        key_file=tls.key_file,
-        cert_file=tls.cert_file,
-        ca_certs=tls.ca_file,
-    )
-
-
 def backoff_seconds(failures: int, cap: float) -> float:
     """Capped exponential backoff with jitter: about 0.5 s, 1 s, 2 s, ... up to `cap`."""
     return random.uniform(0.5, 1.0) * min(cap, 0.5 * 2 ** min(failures, 10))
+
+
+class _Watch(stomp.ConnectionListener):
+    """Tells the link when its connection `connection` is gone."""
+
+    def __init__(self, link: BrokerLink, connection: BufferedConnection12) -> None:
+        self._link = link
+        self._connection = connection
+
+    def on_disconnected(self) -> None:
+        self._link.report_lost(self._connection)
+
+    def on_heartbeat_timeout(self) -> None:
+        self._link.report_lost(self._connection)
+
+
+class BrokerLink:
+    """Keeps one connection to the first reachable of `brokers` from a supervisor thread.
+
+    `listener` gets the connection's frames (its `on_message` runs on stomp.py's receiver
+    thread); `on_connect(connection)` runs after each CONNECT, before the link counts as
+    connected: a StompException or OSError from it fails the attempt.
+    """
+
+    def __init__(
+        self,
+        brokers: Sequence[Address],
+        *,
+        user: str | None = None,
+        passcode: str | None = None,
+        heartbeat_ms: int = 10_000,
+        tls: TlsFiles | None = None,
+        connect_headers: Mapping[str, str] | None = None,
+        listener: stomp.ConnectionListener | None = None,
+        on_connect: Callable[[BufferedConnection12], object] | None = None,
+        max_backoff_seconds: float = 5.0,
+        label: str = "broker",
+        log: logging.Logger | None = None,
+        log_extra: Mapping[str, object] | None = None,
+    ) -> None:
+        self._brokers = list(brokers)
+        self._credentials = (user, passcode)
+        self._heartbeat_ms = heartbeat_ms
+        self._tls = tls
+        self._connect_headers = dict(connect_headers or {})
+        self._listener = listener
+        self._on_connect = on_connect
+        self._max_backoff = max_backoff_seconds
+        self._label = label
+        self._log = log or logging.getLogger("nettel.broker")
+        self._log_extra = dict(log_extra or {})
+        self._lock = threading.Lock()  # the connection and the time accounting
+        self._connection: BufferedConnection12 | None = None  # the newest, until closed
+        self._up = threading.Event()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._down_since: float | None = time.monotonic()
+        self._down_total = 0.0
+        self._thread = threading.Thread(
+            target=self._supervise, name=f"{label.replace(' ', '-')}-link", daemon=True
+        )
+
+    @property
+    def connected(self) -> bool:
+        return self._up.is_set()
+
+    @property
+    def connection(self) -> BufferedConnection12 | None:
+        """The connection while connected; None otherwise."""
+        connection = self._connection
+        return connection if self._up.is_set() else None
+
+    def wait_connected(self, timeout: float) -> BufferedConnection12 | None:
+        """The connection, once connected within `timeout` seconds; None if still down."""
+        self._up.wait(timeout)
+        return self.connection
+
+    def disconnected_seconds(self) -> float:
+        """Total time without a broker connection since creation (including now, if down)."""
+        with self._lock:
+            since = self._down_since
+            return self._down_total + (time.monotonic() - since if since is not None else 0.0)
+
+    def report_lost(self, connection: BufferedConnection12) -> None:
+        """`connection` is unusable (dropped, heart-beats missed, a send failed): reconnect,
+        unless it is no longer the link's current connection."""
+        with self._lock:
+            if connection is not self._connection or not self._up.is_set():
+                return
+            self._mark_down()
+        self._log.warning(f"{self._label} connection lost", extra=self._log_extra)
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop reconnecting and disconnect; waits at most `timeout` for an attempt under way."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._close()
+
+    def _supervise(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            self._wake.clear()
+            if not self._up.is_set():
+                failures = 0 if self._connect() else failures + 1
+            elif (connection := self._connection) is not None and not connection.is_connected():
+                self.report_lost(connection)  # gone without a word from stomp.py
+                continue
+            pause = backoff_seconds(failures, self._max_backoff) if failures else CHECK_SECONDS
+            self._wake.wait(pause)
+
+    def _connect(self) -> bool:
+        self._close()
+        beats = (self._heartbeat_ms, self._heartbeat_ms)
+        connection = BufferedConnection12(self._brokers, heartbeats=beats, reconnect_attempts_max=1)
+        connection.set_listener("broker-link", _Watch(self, connection))
+        if self._listener is not None:
+            connection.set_listener(self._label, self._listener)
+        if self._tls is not None:
+            connection.set_ssl(
+                for_hosts=self._brokers,
+                key_file=self._tls.key_file,
+                cert_file=self._tls.cert_file,
+                ca_certs=self._tls.ca_file,
+            )
+        try:
+            connection.connect(*self._credentials, wait=True, headers=self._connect_headers)
+            if self._on_connect is not None:
+                self._on_connect(connection)
+        except (StompException, OSError) as error:
+            _disconnect_quietly(connection)
+            self._log.warning(
+                f"{self._label} connect failed",
+                extra={"error": type(error).__name__, "tls": self._tls is not None},
+            )
+            return False
+        with self._lock:
+            stopped = self._stopping.is_set()  # stop() gave up waiting for this attempt
+            if not stopped:
+                self._connection = connection
+                self._mark_up()
+        if stopped:
+            _disconnect_quietly(connection)
+            return False
+        self._log.info(f"{self._label} connected", extra=self._log_extra)
+        return True
+
+    def _mark_up(self) -> None:
+        """Count the disconnected time up to now; connected from here (with the lock held)."""
+        if self._down_since is not None:
+            self._down_total += time.monotonic() - self._down_since
+            self._down_since = None
+        self._up.set()
+
+    def _mark_down(self) -> None:
+        """Count the time from now as disconnected (with the lock held)."""
+        if self._up.is_set():
+            self._up.clear()
+            self._down_since = time.monotonic()
+
+    def _close(self) -> None:
+        """Disconnect the current connection, if any."""
+        with self._lock:
+            self._mark_down()
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            _disconnect_quietly(connection)
+
+
+def _disconnect_quietly(connection: BufferedConnection12) -> None:
+    try:
+        connection.disconnect()
+    except (StompException, OSError):
+        pass

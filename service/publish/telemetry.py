@@ -2,7 +2,7 @@
 
 After every recompute, each link whose cost, utilisation, empirical score or congested flag
 changed (every link with data after the first recompute) becomes one message like
-samples/telemetry-output-nettel.json: the input's link `meta` with `tool_name: netTel`, and one
+tests/data/telemetry-output-nettel.json: the input's link `meta` with `tool_name: netTel`, and one
 summary point `[last_measurement, {"ml": "<utilisation>", "empirical": "<score>", ...}]` with
 numbers as strings as netTel wrote them (null when unknown) plus nettel's `cost` (string),
 `congested` (boolean) and `model_version` (string, null without a model).
@@ -13,8 +13,10 @@ while messages stream in, and netTel itself published once per link per minute; 
 link on each of them would double the broker's traffic for no consumer's benefit.
 
 The matrix observer only diffs and queues; a background thread serialises and sends over its
-own STOMP connection, reconnecting with capped backoff. The queue holds `max_batches` cycles;
-when the broker is slower than that, the oldest batch is dropped with a log line.
+own `broker_link.BrokerLink` (which connects, watches heart-beats and reconnects with capped
+backoff). A batch leaves the queue once sent; one whose sending fails is sent again, whole, once
+the link has reconnected. The queue holds `max_batches` cycles; when the broker is slower than
+that, the oldest batch is dropped with a log line.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import stomp
 from stomp.exception import StompException
 
-from service.broker_link import Address, TlsFiles, backoff_seconds, enable_tls
+from service.broker_link import BrokerLink, TlsFiles
+from service.config import Address
 from service.matrix.snapshot import CostMatrix, LinkRecord
+from service.stomp_transport import BufferedConnection12
 
 Message = tuple[dict[str, str], bytes]
 EVENT_TYPE = "telemetry.perfsonar"
@@ -161,19 +164,24 @@ class TelemetryPublisher:
         clock: Callable[[], float] = time.monotonic,
         log: logging.Logger | None = None,
     ) -> None:
-        self._brokers = list(brokers)
         self._min_interval = min_interval
         self._clock = clock
         self._published: CostMatrix | None = None
         self._published_at = -float("inf")
         self._topic = topic
-        self._credentials = (user, passcode)
-        self._heartbeat_ms = heartbeat_ms
-        self._tls = tls
-        self._max_backoff = max_backoff_seconds
         self._log = log or logging.getLogger("nettel.telemetry")
         self._queue = _BatchQueue(max_batches, self._log)
-        self._connection: stomp.Connection12 | None = None
+        self._link = BrokerLink(
+            brokers,
+            user=user,
+            passcode=passcode,
+            heartbeat_ms=heartbeat_ms,
+            tls=tls,
+            max_backoff_seconds=max_backoff_seconds,
+            label="telemetry publisher",
+            log=self._log,
+            log_extra={"topic": topic},
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="telemetry-publisher", daemon=True)
 
@@ -189,55 +197,30 @@ class TelemetryPublisher:
             self._queue.put(Batch(links, version))
 
     def start(self) -> None:
+        self._link.start()
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._thread.join(timeout)
-        self._disconnect()
+        self._link.stop(timeout)
 
     def _run(self) -> None:
-        failures = 0
         while not self._stop.is_set():
             batch = self._queue.peek(timeout=0.5)
             if batch is None:
                 continue
-            if self._send(batch):
+            connection = self._link.wait_connected(timeout=0.5)
+            if connection is not None and self._send(connection, batch):
                 self._queue.done(batch)
-                failures = 0
-            else:
-                failures += 1
-                self._stop.wait(backoff_seconds(failures, self._max_backoff))
 
-    def _send(self, batch: Batch) -> bool:
+    def _send(self, connection: BufferedConnection12, batch: Batch) -> bool:
         try:
-            connection = self._connected()
             for link in batch.links:
                 headers, body = build_telemetry_message(link, self._topic, batch.model_version)
                 connection.send(self._topic, body, "application/json", headers)
         except (StompException, OSError) as error:
             self._log.warning("telemetry publish failed", extra={"error": repr(error)})
-            self._disconnect()
+            self._link.report_lost(connection)
             return False
         return True
-
-    def _connected(self) -> stomp.Connection12:
-        if self._connection is not None and self._connection.is_connected():
-            return self._connection
-        self._disconnect()
-        beats = (self._heartbeat_ms, self._heartbeat_ms)
-        connection = stomp.Connection12(self._brokers, heartbeats=beats, reconnect_attempts_max=1)
-        if self._tls is not None:
-            enable_tls(connection, self._brokers, self._tls)
-        connection.connect(*self._credentials, wait=True)
-        self._connection = connection
-        self._log.info("telemetry publisher connected", extra={"topic": self._topic})
-        return connection
-
-    def _disconnect(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            try:
-                connection.disconnect()
-            except (StompException, OSError):
-                pass
