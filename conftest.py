@@ -1,0 +1,23 @@
+"""Doctest collection: of the packages' modules, only those with an example are imported.
+
+`--doctest-modules` (pyproject.toml) imports every module it is given to look for examples. In
+service/, models/ and training/ a module without one (no `>>>`) is left out instead, so that
+collecting the doctests imports no Keras and TensorFlow (models/network.py, training/train.py)
+and runs no module for nothing. The test files under tests/ are collected as usual.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).parent
+PACKAGES = frozenset({"service", "models", "training"})
+
+
+def pytest_ignore_collect(collection_path: Path) -> bool | None:
+    """True for a package module without a doctest; no say (None) about any other path."""
+    if collection_path.suffix != ".py" or not collection_path.is_relative_to(ROOT):
+        return None
+    if collection_path.relative_to(ROOT).parts[0] not in PACKAGES:
+        return None
+    return ">>>" not in collection_path.read_text(encoding="utf-8") or None
