@@ -16,7 +16,7 @@ from typing import Any
 import stomp
 
 from benchmarks.corpus import WireMessage
-from service.stomp_transport import RECV_BYTES, BufferedTransport
+from service.broker.stomp_transport import RECV_BYTES, BufferedTransport
 
 STOMP_PY_RECV_BYTES = 16 * 1024
 #: Headers ActiveMQ 5.17 adds to a MESSAGE frame of a persistent topic message.

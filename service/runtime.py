@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from service.analysis.predictor import ModelInfo
-from service.broker_link import TlsFiles
+from service.broker.link import TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
 from service.ingest.backlog import BacklogWatch, ingest_is_behind

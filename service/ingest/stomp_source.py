@@ -1,6 +1,6 @@
 """STOMP consumer: keeps a subscription on one of the configured brokers and feeds frames on.
 
-`broker_link.BrokerLink` keeps the connection (failover, TLS, heart-beats, reconnecting with
+`broker.link.BrokerLink` keeps the connection (failover, TLS, heart-beats, reconnecting with
 capped backoff and jitter); this module subscribes each time it connects, in one of the modes:
 
 - ``durable`` (default): ActiveMQ durable topic subscriptions (``client-id`` on CONNECT,
@@ -29,10 +29,10 @@ from typing import Literal
 import stomp
 from stomp.exception import StompException
 
-from service.broker_link import BrokerLink, TlsFiles
+from service.broker.link import BrokerLink, TlsFiles
+from service.broker.stomp_transport import BufferedConnection12
 from service.config import Address
 from service.ingest.ack_token import AckToken
-from service.stomp_transport import BufferedConnection12
 
 
 @dataclass(frozen=True)

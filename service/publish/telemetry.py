@@ -13,7 +13,7 @@ while messages stream in, and netTel itself published once per link per minute; 
 link on each of them would double the broker's traffic for no consumer's benefit.
 
 The matrix observer only diffs and queues; a background thread serialises and sends over its
-own `broker_link.BrokerLink` (which connects, watches heart-beats and reconnects with capped
+own `broker.link.BrokerLink` (which connects, watches heart-beats and reconnects with capped
 backoff). A batch leaves the queue once sent; one whose sending fails is sent again, whole, once
 the link has reconnected. The queue holds `max_batches` cycles; when the broker is slower than
 that, the oldest batch is dropped with a log line.
@@ -32,10 +32,10 @@ from typing import Any
 import orjson
 from stomp.exception import StompException
 
-from service.broker_link import BrokerLink, TlsFiles
+from service.broker.link import BrokerLink, TlsFiles
+from service.broker.stomp_transport import BufferedConnection12
 from service.config import Address
 from service.matrix.snapshot import CostMatrix, LinkRecord
-from service.stomp_transport import BufferedConnection12
 
 Message = tuple[dict[str, str], bytes]
 EVENT_TYPE = "telemetry.perfsonar"

@@ -1,4 +1,4 @@
-"""The shared connection lifecycle (`broker_link.BrokerLink`) on a real private ActiveMQ: the
+"""The shared connection lifecycle (`broker.link.BrokerLink`) on a real private ActiveMQ: the
 consumer and the telemetry publisher both come back after the broker restarts, a frozen broker
 is noticed by missed heart-beats, and stop() returns at once while the broker is away."""
 
@@ -14,7 +14,7 @@ import time
 import pytest
 import stomp
 
-from service.broker_link import BrokerLink
+from service.broker.link import BrokerLink
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.publish.telemetry import TelemetryPublisher
 from tests.integration.wire import Publisher, wait_for

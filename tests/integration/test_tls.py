@@ -33,7 +33,7 @@ from devtools.activemq import (
     start_activemq,
 )
 from devtools.service_process import REPO_ROOT
-from service.broker_link import TlsFiles
+from service.broker.link import TlsFiles
 from service.config import load_settings
 from service.errors import ConfigError
 from service.runtime import broker_tls_files

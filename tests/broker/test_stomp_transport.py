@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.receive_path import ReplayedReads
-from service.stomp_transport import BufferedTransport, split_frames
+from service.broker.stomp_transport import BufferedTransport, split_frames
 
 
 class Recorder(stomp.ConnectionListener):

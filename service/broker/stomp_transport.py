@@ -31,7 +31,7 @@ from stomp.listener import ConnectionListener
 from stomp.protocol import Protocol12
 from stomp.utils import HEARTBEAT_FRAME, Frame
 
-from service.stomp_frames import parse_frame, preamble_bounds
+from service.broker.stomp_frames import parse_frame, preamble_bounds
 
 #: Bytes asked of each `recv` (stomp.py's default is 16 KiB): fewer reads and splits per frame.
 RECV_BYTES = 128 * 1024

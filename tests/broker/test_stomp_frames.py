@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.stomp_frames import (
+from service.broker.stomp_frames import (
     STOMP_PARSE_FRAME,
     STOMP_PARSE_HEADERS,
     parse_frame,

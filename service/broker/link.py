@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import stomp
 from stomp.exception import StompException
 
+from service.broker.stomp_transport import BufferedConnection12
 from service.config import Address
-from service.stomp_transport import BufferedConnection12
 
 #: How often a connected link checks its socket, in case stomp.py's events were missed.
 CHECK_SECONDS = 1.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from service.broker_link import BrokerLink, backoff_seconds
+from service.broker.link import BrokerLink, backoff_seconds
 
 SAMPLES = 200
 
