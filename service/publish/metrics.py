@@ -87,6 +87,11 @@ class RuntimeCollector(Collector):
             "1 when subscribed to a broker.",
             value=1.0 if runtime.source.connected else 0.0,
         )
+        yield CounterMetricFamily(
+            "nettel_broker_disconnected_seconds",
+            "Time without a broker connection since start.",
+            value=runtime.source.disconnected_seconds(),
+        )
         yield from self._freshness(last_message)
         yield from self._persistence()
         build = InfoMetricFamily("nettel_build", "The running nettel: package, scanner, Python.")

@@ -26,6 +26,7 @@ ALERTS = PROMETHEUS_DIR / "alerts.yml"
 PROMETHEUS_CONFIG = PROMETHEUS_DIR / "prometheus.yml"
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "dashboards" / "nettel.json"
 README = REPO_ROOT / "README.md"
+DOCS = REPO_ROOT / "docs"
 
 #: Series Prometheus itself writes for every scrape target.
 PROMETHEUS_BUILTINS = frozenset({"up"})
@@ -170,8 +171,17 @@ def readme_metric_names(text: str) -> set[str]:
     return set(_README_METRIC.findall("\n".join(bullet)))
 
 
+def docs_metric_names(text: str) -> set[str]:
+    """Metric names written as code in a document (`nettel_...`).
+
+    >>> sorted(docs_metric_names("see `nettel_a_total` and `nettel_b{x}`; nettel_c is prose"))
+    ['nettel_a_total', 'nettel_b']
+    """
+    return set(_README_METRIC.findall(text))
+
+
 def named_metrics() -> dict[str, set[str]]:
-    """Every nettel metric the alert rules, the dashboard or the README name -> where."""
+    """Every nettel metric the alert rules, the dashboard, the README or docs/ name -> where."""
     where: dict[str, set[str]] = {}
 
     def note(names: Iterable[str], place: str) -> None:
@@ -184,6 +194,8 @@ def named_metrics() -> dict[str, set[str]]:
         for target in panel["targets"]:
             note(nettel_metric_names(target["expr"]), f"panel {panel['title']!r}")
     note(readme_metric_names(README.read_text()), "README /metrics")
+    for document in sorted(DOCS.glob("*.md")):
+        note(docs_metric_names(document.read_text()), f"docs/{document.name}")
     return where
 
 
