@@ -48,7 +48,8 @@ class ModelBundle:
         starts = range(0, len(features), PREDICT_BATCH_ROWS) or range(1)
         batches = [features[start : start + PREDICT_BATCH_ROWS] for start in starts]
         predicted = [self.network.predict(self.scaler.transform(batch)) for batch in batches]
-        return np.clip(np.concatenate(predicted), 0.0, 1.0)
+        estimates: np.ndarray = np.clip(np.concatenate(predicted), 0.0, 1.0)
+        return estimates
 
 
 def file_sha256(path: Path) -> str:

@@ -117,4 +117,5 @@ def _cosine_decay(model: keras.Sequential, epochs: int) -> Callable[[int, float]
 
 def predict_network(model: keras.Sequential, features: np.ndarray) -> np.ndarray:
     """The network's raw output per scaled row (1-D), as Keras computes it."""
-    return model.predict(features, batch_size=8192, verbose=0)[:, 0]
+    outputs: np.ndarray = model.predict(features, batch_size=8192, verbose=0)
+    return outputs[:, 0]

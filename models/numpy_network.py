@@ -12,6 +12,7 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -38,7 +39,7 @@ class NumpyNetwork:
 
     @property
     def input_width(self) -> int:
-        return self.layers[0].kernel.shape[0]
+        return len(self.layers[0].kernel)
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         """Network output for each row (1-D when the last layer has one unit)."""
@@ -60,7 +61,7 @@ class NumpyNetwork:
             return cls(tuple(_load_dense(store, name, act) for name, act in specs))
 
 
-def _dense_specs(config: dict) -> list[tuple[str, str]]:
+def _dense_specs(config: dict[str, Any]) -> list[tuple[str, str]]:
     """(weights path, activation) of each Dense layer, checking the architecture is supported."""
     if config.get("class_name") != "Sequential":
         raise ValueError("only Sequential models are supported")

@@ -31,7 +31,8 @@ class MinMaxScaler:
         """
         span = self.maximum - self.minimum
         safe_span = np.where(span > 0, span, 1.0)
-        return ((rows - self.minimum) / safe_span).astype(np.float32)
+        scaled: np.ndarray = ((rows - self.minimum) / safe_span).astype(np.float32)
+        return scaled
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -18,7 +18,9 @@ COLUMNS = ("SOURCE", "DESTINATION", "LINKS", "COST", "DELAY_MS", "LOSS_%", "UTIL
 LEFT_ALIGNED = {"SOURCE", "DESTINATION", "CONG"}
 
 
-def add_costmatrix_command(subparsers: argparse._SubParsersAction) -> None:
+def add_costmatrix_command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
     command = subparsers.add_parser(
         "costmatrix", help="print the current site-level cost matrix of a running service"
     )
@@ -47,7 +49,9 @@ def run_costmatrix(
     return 0
 
 
-def select_links(links: Sequence[dict[str, Any]], site: str | None, top: int | None) -> list:
+def select_links(
+    links: Sequence[dict[str, Any]], site: str | None, top: int | None
+) -> list[dict[str, Any]]:
     """Pairs touching `site` (all without one), costliest first, at most `top`."""
     chosen = [
         link for link in links if site is None or site in (link["source"], link["destination"])

@@ -32,4 +32,7 @@ def compute_cost(
     excess = np.clip(np.nan_to_num(excess_delay_ms), 0.0, None)
     delay_term = 1.0 - np.exp(-excess / EXCESS_DELAY_SCALE_MS)
     combined = 1.0 - (1.0 - u) * (1.0 - loss_term) * (1.0 - delay_term)
-    return np.clip(np.maximum(combined, np.where(congested, CONGESTED_FLOOR, 0.0)), 0.0, 1.0)
+    cost: np.ndarray = np.clip(
+        np.maximum(combined, np.where(congested, CONGESTED_FLOOR, 0.0)), 0.0, 1.0
+    )
+    return cost

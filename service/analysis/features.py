@@ -70,7 +70,10 @@ def moving_average(values: np.ndarray, points: int = SMOOTHING_POINTS) -> np.nda
     band = _window_band(values.shape[1], points)
     sums = np.where(valid, values, 0.0) @ band
     counts = valid.astype(np.float64) @ band
-    return np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+    averages: np.ndarray = np.divide(
+        sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0
+    )
+    return averages
 
 
 @lru_cache(maxsize=8)
@@ -105,4 +108,5 @@ def compute_features(windows: LinkWindows, all_time: AllTimeStats) -> np.ndarray
 
 def complete_rows(features: np.ndarray) -> np.ndarray:
     """Boolean mask of links whose feature row has no missing value."""
-    return ~np.isnan(features).any(axis=1)
+    complete: np.ndarray = ~np.isnan(features).any(axis=1)
+    return complete

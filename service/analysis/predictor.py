@@ -21,7 +21,10 @@ class ModelInfo:
 class UtilisationPredictor(Protocol):
     """Anything that maps (links x features) rows to utilisation ratios in [0, 1]."""
 
-    info: ModelInfo
-    feature_names: tuple[str, ...]
+    @property
+    def info(self) -> ModelInfo: ...
+
+    @property
+    def feature_names(self) -> tuple[str, ...]: ...
 
     def predict(self, features: np.ndarray) -> np.ndarray: ...

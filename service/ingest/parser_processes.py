@@ -26,6 +26,7 @@ from multiprocessing.process import BaseProcess
 from service.memory import relax_garbage_collection
 from service.parse.limits import InputLimits
 from service.parse.parse_codec import (
+    WireResult,
     decode_request,
     decode_results,
     encode_request,
@@ -85,10 +86,11 @@ class ParserProcesses:
     def stop(self) -> None:
         self._finalizer()
 
-    def _answer(self, connection: Connection) -> list:
+    def _answer(self, connection: Connection) -> list[WireResult]:
         if not connection.poll(self._timeout):
             raise TimeoutError
-        return connection.recv()
+        answer: list[WireResult] = connection.recv()
+        return answer
 
     def _restart(self) -> None:
         """Replace every child: a half-answered exchange leaves the others' pipes out of step."""

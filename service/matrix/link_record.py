@@ -50,3 +50,9 @@ SITE_ONLY_KEYS = frozenset({"links"})
 #: A host-level record's keys, in the order the body lists them.
 HOST_RECORD_KEYS = tuple(name for name in LinkOut.model_fields if name not in SITE_ONLY_KEYS)
 DELAY_KEYS = tuple(DelayStats.model_fields)
+
+
+def site_key(link: LinkRecord, side: str) -> str:
+    """The link end's site key (`side` "source" or "destination"): its site, else its host."""
+    key: str = link[f"{side}_site"] or link[f"{side}_host"]
+    return key

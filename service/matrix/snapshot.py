@@ -210,11 +210,12 @@ def _records(
 
 
 def _json_values(values: np.ndarray) -> list[Any]:
-    if values.dtype.kind != "f":
-        return values.tolist()
-    objects = values.astype(object)
-    objects[np.isnan(values)] = None
-    return objects.tolist()
+    objects = values
+    if values.dtype.kind == "f":
+        objects = values.astype(object)
+        objects[np.isnan(values)] = None
+    listed: list[Any] = objects.tolist()
+    return listed
 
 
 #: `utilisation_reason` with a model loaded, by whether the link has all its features.

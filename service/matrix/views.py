@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from statistics import fmean
 from typing import Any, Literal
 
-from service.matrix.link_record import LinkRecord
+from service.matrix.link_record import LinkRecord, site_key
 
 Level = Literal["host", "site"]
 
@@ -23,7 +23,7 @@ def aggregate_sites(links: Sequence[LinkRecord]) -> list[LinkRecord]:
     """One record per (source site, destination site) pair, sorted by the pair."""
     groups: dict[tuple[str, str], list[LinkRecord]] = defaultdict(list)
     for link in links:
-        groups[(_site_key(link, "source"), _site_key(link, "destination"))].append(link)
+        groups[(site_key(link, "source"), site_key(link, "destination"))].append(link)
     return [_site_record(pair, members) for pair, members in sorted(groups.items())]
 
 
@@ -39,10 +39,6 @@ def dense_matrix(links: Sequence[LinkRecord]) -> dict[str, Any]:
         for key, grid in grids.items():
             grid[i][j] = link[key]
     return {"nodes": nodes, **grids}
-
-
-def _site_key(link: LinkRecord, side: str) -> str:
-    return link[f"{side}_site"] or link[f"{side}_host"]
 
 
 def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord:

@@ -80,7 +80,9 @@ def compute_histogram_stats(buckets: list[tuple[float, int]]) -> HistogramStats 
 
 
 def compute_histogram_batch(
-    delays: Sequence[float] | np.ndarray, counts: Sequence[int] | np.ndarray, lengths: Sequence[int]
+    delays: Sequence[float] | np.ndarray,
+    counts: Sequence[int] | np.ndarray,
+    lengths: Sequence[int] | np.ndarray,
 ) -> list[HistogramStats | None]:
     """Statistics of consecutive histograms whose buckets are concatenated in `delays`/`counts`.
 
@@ -144,7 +146,8 @@ def repeats_a_delay(delays: np.ndarray, lengths: Sequence[int] | np.ndarray) -> 
 
 def _sort_keys(d: np.ndarray, segment: np.ndarray) -> np.ndarray:
     """Keys that order buckets by histogram, then delay (for delays within the clock bounds)."""
-    return segment * _SEGMENT_SPAN + (d - CLOCK_ERROR_LOW_MS)
+    keys: np.ndarray = segment * _SEGMENT_SPAN + (d - CLOCK_ERROR_LOW_MS)
+    return keys
 
 
 def _ranked_delays(d: np.ndarray, c: np.ndarray, packets: np.ndarray) -> np.ndarray:

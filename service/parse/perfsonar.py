@@ -127,7 +127,7 @@ def _add_histogram_stats(
     histograms: list[tuple[ParsedMessage, RawHistogram]], scan: ScannedBatch
 ) -> None:
     """Statistics of the scanned histograms (all of them) and of the parsed ones, in one batch."""
-    parsed = [source for _, (_, source) in histograms if type(source) is not int]
+    parsed = [source for _, (_, source) in histograms if isinstance(source, tuple)]
     lengths = [len(delays) for delays, _ in parsed]
     total = sum(lengths)
     delays = np.fromiter(chain.from_iterable(delays for delays, _ in parsed), np.float64, total)

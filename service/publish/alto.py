@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Depends, Request, Response
 
-from service.matrix.link_record import LinkRecord
+from service.matrix.link_record import LinkRecord, site_key
 
 DIRECTORY_MEDIA = "application/alto-directory+json"
 NETWORK_MAP_MEDIA = "application/alto-networkmap+json"
@@ -107,11 +107,6 @@ def _hashed_pid(key: str, taken: set[str]) -> str:
     return next((name for name in candidates if name not in taken), candidates[-1])
 
 
-def site_of(link: LinkRecord, side: str) -> str:
-    """The link end's site key: its site, or its host name without one."""
-    return link[f"{side}_site"] or link[f"{side}_host"]
-
-
 class AltoView:
     """ALTO documents of one snapshot, from its host links and their site-level aggregation."""
 
@@ -153,7 +148,7 @@ class AltoView:
         addresses: dict[str, set[str]] = defaultdict(set)
         for link in self._links:
             for side in ("source", "destination"):
-                addresses[site_of(link, side)].add(link[side])
+                addresses[site_key(link, side)].add(link[side])
         return addresses
 
 

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from service.errors import ModelBundleError
 from service.matrix.link_detail import build_link_detail
+from service.matrix.link_record import LinkRecord
 from service.matrix.matrix_body import MatrixBody
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites, dense_matrix
@@ -129,7 +130,7 @@ def _require_admin(token: str | None, authorization: str | None) -> None:
 
 
 def _selection_response(
-    matrix: CostMatrix, links: list, level: Literal["host", "site"], format: str
+    matrix: CostMatrix, links: list[LinkRecord], level: Literal["host", "site"], format: str
 ) -> Response:
     """A filtered matrix, aggregated by site and/or dense as asked."""
     if level == "site":

@@ -45,7 +45,8 @@ def moved_links(links: Sequence[LinkRecord], sent: Sent, step: float) -> list[Li
 def _moved(link: LinkRecord, last: tuple[float | None, bool] | None, step: float) -> bool:
     if last is None or last[1] != link["congested"]:
         return True
-    cost, last_cost = link["cost"], last[0]
+    cost: float | None = link["cost"]
+    last_cost = last[0]
     if cost is None or last_cost is None:
         return cost != last_cost
     return abs(cost - last_cost) > step

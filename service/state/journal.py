@@ -13,6 +13,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
+from io import BufferedWriter
 from pathlib import Path
 
 _HEADER = struct.Struct("<II")
@@ -62,7 +63,7 @@ class Journal:
         for segment in self.segments():
             yield from read_segment(segment.read_bytes())
 
-    def _open(self, number: int):  # noqa: ANN202
+    def _open(self, number: int) -> BufferedWriter:
         return open(self.directory / f"{PREFIX}{number:012d}.log", "ab")
 
 

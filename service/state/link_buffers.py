@@ -75,7 +75,7 @@ class LinkBuffers:
         rows, minutes = points.rows, points.minutes
         slots = minutes % WINDOW_MINUTES
         held = self.slot_minute[rows, slots]
-        fits = held <= minutes
+        fits: np.ndarray = held <= minutes
         leaving = fits & (held < minutes)
         self._evict(rows[leaving], slots[leaving], held[leaving])
         self.slot_minute[rows[leaving], slots[leaving]] = minutes[leaving]

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from service.state.topology import Topology
 
 #: Datapoints further than this in the future (seconds) are refused.
 MAX_FUTURE_SECONDS = 300
+_Name = TypeVar("_Name", str, str | None)  # a link end's IP, host or site
 
 
 @dataclass(slots=True)
@@ -159,7 +161,7 @@ class LinkState:
         pick: slice | list[int] = slice(0, n) if rows is None else rows
         b, i = self.buffers, self.index
 
-        def names(values: list) -> list:
+        def names(values: list[_Name]) -> list[_Name]:
             return values[:n] if rows is None else [values[r] for r in rows]
 
         return StateView(
@@ -206,7 +208,7 @@ def _datapoint_table(messages: Sequence[ParsedMessage]) -> np.ndarray:
     """One row per datapoint in application order (each message's delays, then its losses):
     message number, timestamp, then `_COLUMNS`."""
     nan = math.nan
-    rows = []
+    rows: list[tuple[float, ...]] = []
     for number, message in enumerate(messages):
         for ts, stats in message.delays:
             rows.append((number, ts, 0.0, nan, *stats[1:7]))

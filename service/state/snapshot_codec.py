@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from typing import Any
 
 import numpy as np
 import orjson
@@ -33,13 +34,13 @@ def encode_state(state: LinkState) -> bytes:
     with state.frozen():
         n = len(state)
         b = state.buffers
-        arrays = {"slot_minute": b.slot_minute[:n]}
+        arrays: dict[str, np.ndarray] = {"slot_minute": b.slot_minute[:n]}
         arrays |= {f"series/{k}": b.series[k][:n] for k in SERIES}
         arrays |= {f"archive/{k}": b.archive[k][:n] for k in ARCHIVE}
         arrays |= {name: getattr(b, name)[:n] for name in _PER_LINK}
         arrays["index"] = np.frombuffer(orjson.dumps(_index_document(state)), dtype=np.uint8)
         payload = io.BytesIO()
-        np.savez(payload, **arrays)
+        np.savez(payload, allow_pickle=False, **arrays)  # numbers only, read back without pickle
     body = payload.getvalue()
     return MAGIC + hashlib.sha256(body).digest() + body
 
@@ -59,7 +60,7 @@ def decode_state(data: bytes, topology: Topology) -> LinkState:
         raise SnapshotFormatError(f"unreadable payload: {error}") from None
 
 
-def _index_document(state: LinkState) -> dict:
+def _index_document(state: LinkState) -> dict[str, Any]:
     i = state.index
     return {
         "version": FORMAT_VERSION,
@@ -83,7 +84,7 @@ def _restore(arrays: dict[str, np.ndarray], topology: Topology) -> LinkState:
 
 
 def _fill_buffers(buffers: LinkBuffers, arrays: dict[str, np.ndarray], n: int) -> None:
-    targets = {"slot_minute": buffers.slot_minute}
+    targets: dict[str, np.ndarray] = {"slot_minute": buffers.slot_minute}
     targets |= {f"series/{k}": buffers.series[k] for k in SERIES}
     targets |= {f"archive/{k}": buffers.archive[k] for k in ARCHIVE}
     targets |= {name: getattr(buffers, name) for name in _PER_LINK}
