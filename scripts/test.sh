@@ -4,7 +4,8 @@
 #   bash scripts/test.sh [pytest arguments]
 #
 # Installs Debian's activemq if missing (the broker tests start private instances of it),
-# creates .venv, installs nettel with its test extras and runs pytest from the venv.
+# creates .venv, installs nettel with its test extras and runs ruff, mypy and pytest (the tests
+# and the packages' doctests) from the venv.
 # Exits with pytest's status; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,6 +19,7 @@ install_promtool
 # ---- test ----------------------------------------------------------------------------------
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy service models  # settings: pyproject.toml [tool.mypy]
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?
