@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_serve(commands: argparse._SubParsersAction) -> None:
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser(
         "serve",
         help="consume perfSONAR from the broker and serve /costmatrix and /metrics",
@@ -75,8 +75,8 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     from service.memory import relax_garbage_collection
     from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
-    from service.publish.http_server import serve_http
     from service.publish.app import create_app
+    from service.publish.http_server import serve_http
     from service.publish.lifespan import service_lifespan
     from service.runtime import build_runtime
 
@@ -97,7 +97,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_simulate(commands: argparse._SubParsersAction) -> None:
+def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     simulate = commands.add_parser(
         "simulate", help="publish a synthetic perfSONAR mesh to a broker (demo feed)"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import ssl
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -210,7 +210,7 @@ def _secret(value: SecretStr | None, path: Path | None) -> str | None:
     return value.get_secret_value() if value else None
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment with `overrides` (CLI flags) on top; ConfigError if invalid."""
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})

@@ -50,7 +50,7 @@ class TlsFiles:
 
 def backoff_seconds(failures: int, cap: float) -> float:
     """Capped exponential backoff with jitter: about 0.5 s, 1 s, 2 s, ... up to `cap`."""
-    return random.uniform(0.5, 1.0) * min(cap, 0.5 * 2 ** min(failures, 10))
+    return random.uniform(0.5, 1.0) * min(cap, 0.5 * 2.0 ** min(failures, 10))
 
 
 class _Watch(stomp.ConnectionListener):

@@ -70,7 +70,7 @@ def split_frames(buffer: bytes) -> tuple[list[bytes], bytes]:
 
 def _overriding(listener: object, name: str) -> Callable[[Frame], Any] | None:
     """The listener's `name` handler; None if it has none or only ConnectionListener's no-op."""
-    handler = getattr(listener, name, None)
+    handler: Callable[[Frame], Any] | None = getattr(listener, name, None)
     if handler is None or getattr(type(listener), name, None) is getattr(ConnectionListener, name):
         return None
     return handler
@@ -132,7 +132,7 @@ class BufferedTransport(stomp.transport.Transport):
         chunks: list[bytes] = []
         while self.running:
             try:
-                chunk = self.receive()
+                chunk: bytes = self.receive()
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
             except exception.InterruptedException:

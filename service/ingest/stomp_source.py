@@ -189,7 +189,9 @@ class StompSource:
             connection.subscribe(destination, id=str(number), ack=spec.ack, headers=headers)
 
 
-def subscription_target(spec: SubscriptionSpec, topic: str, number: int) -> tuple[str, dict]:
+def subscription_target(
+    spec: SubscriptionSpec, topic: str, number: int
+) -> tuple[str, dict[str, str]]:
     """Destination and SUBSCRIBE headers for `topic` in the configured mode."""
     headers = {"activemq.prefetchSize": str(spec.prefetch)}
     if spec.mode == "durable":

@@ -22,18 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from service.parse.histogram import repeats_a_delay
 
+#: Which scanner reads delay histograms (`nettel_build_info`): the C extension, or none ("python").
+SCANNER_IMPLEMENTATION: Literal["c", "python"]
 try:  # `import ... as`: a missing module raises ModuleNotFoundError, a broken one ImportError
     import service.parse._histogram_scan as _histogram_scan
-except ModuleNotFoundError:  # built without a C compiler
-    _histogram_scan = None
 
-#: Which scanner reads delay histograms (`nettel_build_info`): the C extension, or none ("python").
-SCANNER_IMPLEMENTATION = "python" if _histogram_scan is None else "c"
+    SCANNER_IMPLEMENTATION = "c"
+except ModuleNotFoundError:  # built without a C compiler
+    SCANNER_IMPLEMENTATION = "python"
 
 #: Longest bucket key the scanner accepts ('-', 15 digits and a point); shorter string limits
 #: than this would refuse keys the scanner reads, so no scan is made under them.
@@ -63,11 +65,11 @@ class ScannedBatch:
 def scan_histograms(bodies: Sequence[bytes | str | None], max_buckets: int) -> ScannedBatch:
     """Scan every bytes body (others get no placeholders; none does without the extension)."""
     inputs = [body if type(body) is bytes else b"" for body in bodies]
-    if _histogram_scan is None:
+    if SCANNER_IMPLEMENTATION == "python":
         return _nothing_placed(inputs)
-    documents, placed, delays, counts, lengths = _histogram_scan.scan(inputs)
-    delays = np.frombuffer(delays, np.float64)
-    lengths = np.frombuffer(lengths, np.int64)
+    documents, placed, raw_delays, counts, raw_lengths = _histogram_scan.scan(inputs)
+    delays = np.frombuffer(raw_delays, np.float64)
+    lengths = np.frombuffer(raw_lengths, np.int64)
     return ScannedBatch(
         documents=documents,
         placed=np.frombuffer(placed, np.int64).tolist(),

@@ -35,7 +35,8 @@ from stomp.exception import StompException
 from service.broker.link import BrokerLink, TlsFiles
 from service.broker.stomp_transport import BufferedConnection12
 from service.config import Address
-from service.matrix.snapshot import CostMatrix, LinkRecord
+from service.matrix.link_record import LinkRecord
+from service.matrix.snapshot import CostMatrix
 
 Message = tuple[dict[str, str], bytes]
 EVENT_TYPE = "telemetry.perfsonar"
