@@ -6,17 +6,14 @@ became 02:00 CET at 01:00 UTC. Epoch 1509235200 is 2017-10-29 00:00 UTC; ``T0`` 
 
 from __future__ import annotations
 
-import doctest
 import json
 import math
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
-from training import readers
 from training.readers import (
     RouterDataError,
     UtilisationSeries,
@@ -368,13 +365,3 @@ def test_bytes_input_with_byte_order_mark() -> None:
     assert incoming.link == "rt1"
     with pytest.raises(RouterDataError, match="not UTF-8"):
         parse_router_csv(b"\xff\xfe", TEN_GIG)
-
-
-@pytest.mark.parametrize(
-    "module",
-    [readers.series, readers.resample, readers.fields],
-    ids=lambda module: module.__name__,
-)
-def test_docstring_examples(module: ModuleType) -> None:
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 0
