@@ -78,7 +78,7 @@ def _parse_document(
         parsed = _parse_scanned(kind, limits, scan, position)
         if parsed is not None:
             return parsed
-    return _parse_fields(kind, _load_json(body), limits)
+    return _parse_fields(kind, load_object(body), limits)
 
 
 def _parse_scanned(
@@ -86,7 +86,7 @@ def _parse_scanned(
 ) -> tuple[ParsedMessage, list[RawHistogram]] | None:
     """The message from its scanned document, or None when that cannot stand for the body."""
     try:
-        message, raw = _parse_fields(kind, _load_json(scan.documents[position]), limits, scan)
+        message, raw = _parse_fields(kind, load_object(scan.documents[position]), limits, scan)
     except RejectedInput:
         return None
     used = [source for _, source in raw if type(source) is int]
@@ -101,8 +101,8 @@ def _parse_fields(
     limits: InputLimits,
     scan: ScannedBatch | None = None,
 ) -> tuple[ParsedMessage, list[RawHistogram]]:
-    link = _parse_link(_require_object(document.get("meta"), "meta"), limits)
-    datapoints = _require_object(document.get("datapoints"), "datapoints")
+    link = _parse_link(require_object(document.get("meta"), "meta"), limits)
+    datapoints = require_object(document.get("datapoints"), "datapoints")
     if not datapoints:
         raise RejectedInput(RejectReason.EMPTY, "no datapoints")
     if len(datapoints) > limits.max_datapoints:
@@ -117,7 +117,7 @@ def _parse_fields(
             elif scan is not None and (index := scan.histogram_index(value)) is not None:
                 raw.append((ts, index))
             else:
-                raw.append((ts, _parse_buckets(value, limits)))
+                raw.append((ts, parse_buckets(value, limits)))
         except RejectedInput as rejection:
             message.rejected.append((rejection.reason, rejection.detail))
     return message, raw
@@ -146,7 +146,8 @@ def _add_histogram_stats(
             message.delays.append((ts, result))
 
 
-def _load_json(body: bytes | str) -> dict[str, Any]:
+def load_object(body: bytes | str) -> dict[str, Any]:
+    """The JSON object of `body`; RejectedInput for invalid JSON or another top-level value."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
@@ -156,7 +157,8 @@ def _load_json(body: bytes | str) -> dict[str, Any]:
     return document
 
 
-def _require_object(value: Any, name: str) -> dict[str, Any]:
+def require_object(value: Any, name: str) -> dict[str, Any]:
+    """`value` as an object; missing_field when absent (None), bad_value when not an object."""
     if value is None:
         raise RejectedInput(RejectReason.MISSING_FIELD, name)
     if not isinstance(value, dict):
@@ -207,14 +209,15 @@ def _ip_field(meta: dict[str, Any], name: str, limits: InputLimits) -> str:
         raise RejectedInput(RejectReason.MISSING_FIELD, f"meta.{name}")
     if not isinstance(value, str) or len(value) > limits.max_string_length:
         raise RejectedInput(RejectReason.BAD_VALUE, f"meta.{name} is not a string")
-    canonical = _canonical_ip(value)
+    canonical = canonical_ip(value)
     if canonical is None:
         raise RejectedInput(RejectReason.BAD_VALUE, f"meta.{name} is not an IP address")
     return canonical
 
 
 @lru_cache(maxsize=65536)
-def _canonical_ip(text: str) -> str | None:
+def canonical_ip(text: str) -> str | None:
+    """The canonical text of the IP address `text`, or None when it is not one."""
     try:
         return str(ipaddress.ip_address(text.strip()))
     except ValueError:
@@ -236,7 +239,7 @@ _TIMESTAMP_CACHE_LIMIT = 1 << 12
 
 
 def _parse_timestamp(key: str, limits: InputLimits) -> int:
-    _check_length(key, "timestamp", limits)
+    check_length(key, "timestamp", limits)
     seconds = _TIMESTAMPS.get(key)
     if seconds is None:
         seconds = _timestamp_value(key)
@@ -258,7 +261,7 @@ def _timestamp_value(key: str) -> int:
 
 def _parse_loss(value: Any, limits: InputLimits) -> float:
     if isinstance(value, str):
-        _check_length(value, "loss", limits)
+        check_length(value, "loss", limits)
         try:
             value = float(value)
         except ValueError:
@@ -270,14 +273,15 @@ def _parse_loss(value: Any, limits: InputLimits) -> float:
     return float(value)
 
 
-def _parse_buckets(value: Any, limits: InputLimits) -> tuple[list[float], list[int]]:
+def parse_buckets(value: Any, limits: InputLimits) -> tuple[list[float], list[int]]:
+    """Bucket delays (key values) and counts of a histogram object, checked against `limits`."""
     if not isinstance(value, dict):
         raise RejectedInput(RejectReason.BAD_VALUE, "histogram is not an object")
     if not value:
         raise RejectedInput(RejectReason.EMPTY, "histogram has no buckets")
     if len(value) > limits.max_buckets:
         raise RejectedInput(RejectReason.TOO_LARGE, f"{len(value)} buckets")
-    _check_length(max(value, key=len), "bucket delay", limits)
+    check_length(max(value, key=len), "bucket delay", limits)
     counts = list(value.values())
     if set(map(type, counts)) != {int} or not 0 <= min(counts) <= max(counts) <= MAX_BUCKET_COUNT:
         raise RejectedInput(RejectReason.BAD_VALUE, "bucket count is not a count")
@@ -287,7 +291,7 @@ def _parse_buckets(value: Any, limits: InputLimits) -> tuple[list[float], list[i
         raise RejectedInput(RejectReason.BAD_VALUE, str(error)[:80]) from None
 
 
-def _check_length(text: str, what: str, limits: InputLimits) -> None:
+def check_length(text: str, what: str, limits: InputLimits) -> None:
     """Numbers arrive as strings too; one padded past the limit is refused before float()."""
     if len(text) > limits.max_string_length:
         raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is longer than the limit")

@@ -26,12 +26,28 @@ class LinkEndpoints(NamedTuple):
     destination_host: str
 
 
+class NamedEndpoints(NamedTuple):
+    """A directed link as a pScheduler task names its ends: host names (or IPs as text).
+
+    `source`/`destination` hold the address when the task gave an IP or DNS resolved the name,
+    else ""; the link index resolves names through the addresses the bus revealed, of family
+    `ip_version` (4 or 6; 0 when the task leaves it open).
+    """
+
+    source_host: str
+    destination_host: str
+    source: str = ""
+    destination: str = ""
+    ip_version: int = 0
+
+
 @dataclass(slots=True)
 class ParsedMessage:
-    """One bus message after parsing: accepted datapoints and the reasons for refused ones."""
+    """One bus message or pScheduler run after parsing: accepted datapoints and the reasons for
+    refused ones."""
 
     kind: MeasurementKind
-    link: LinkEndpoints
+    link: LinkEndpoints | NamedEndpoints
     delays: list[tuple[int, HistogramStats]] = field(default_factory=list)
     losses: list[tuple[int, float]] = field(default_factory=list)
     rejected: list[tuple[RejectReason, str]] = field(default_factory=list)
