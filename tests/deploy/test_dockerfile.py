@@ -14,6 +14,7 @@ import fnmatch
 import re
 import subprocess
 import tomllib
+from collections.abc import Iterator
 
 import pytest
 
@@ -124,20 +125,25 @@ def test_build_tools_are_pinned_and_pip_keeps_no_cache(stages: dict[str, Stage])
                             assert "==" in word, f"line {run.line}: pin {tool} exactly"
 
 
-def test_copy_sources_exist_and_are_not_ignored(stages: dict[str, Stage]) -> None:
-    ignored = dockerignore_patterns()
+def context_sources(stages: dict[str, Stage]) -> Iterator[tuple[int, str]]:
+    """(line, source) of every COPY/ADD source taken from the build context."""
     for stage in stages.values():
         for copy in stage.all("COPY") + stage.all("ADD"):
             if copy_from(copy):
                 continue
             words = [w for w in copy.args.split() if not w.startswith("--")]
-            for source in words[:-1]:
-                matches = list(REPO_ROOT.glob(source.rstrip("/")))
-                if not any(ch in source for ch in "*?["):
-                    assert matches, f"line {copy.line}: {source} does not exist"
-                for path in matches:
-                    relative = path.relative_to(REPO_ROOT).as_posix()
-                    assert not is_ignored(relative, ignored), f"{relative} is in .dockerignore"
+            yield from ((copy.line, source) for source in words[:-1])
+
+
+def test_copy_sources_exist_and_are_not_ignored(stages: dict[str, Stage]) -> None:
+    ignored = dockerignore_patterns()
+    for line, source in context_sources(stages):
+        matches = list(REPO_ROOT.glob(source.rstrip("/")))
+        if not any(ch in source for ch in "*?["):
+            assert matches, f"line {line}: {source} does not exist"
+        for path in matches:
+            relative = path.relative_to(REPO_ROOT).as_posix()
+            assert not is_ignored(relative, ignored), f"{relative} is in .dockerignore"
 
 
 # ---- .dockerignore ---------------------------------------------------------------------------
@@ -187,16 +193,11 @@ def test_dockerignore_excludes_local_state(path: str) -> None:
 
 def test_images_copy_no_development_tools(stages: dict[str, Stage]) -> None:
     """The broker launcher and test helpers (devtools/) stay out of every image."""
-    for stage in stages.values():
-        for copy in stage.all("COPY") + stage.all("ADD"):
-            if copy_from(copy):
-                continue
-            words = [w for w in copy.args.split() if not w.startswith("--")]
-            for source in words[:-1]:
-                top = source.strip("./").split("/")[0]
-                assert top not in {"devtools", "benchmarks", "tests", ""}, (
-                    f"line {copy.line}: {source} brings development files into the image"
-                )
+    for line, source in context_sources(stages):
+        top = source.strip("./").split("/")[0]
+        assert top not in {"devtools", "benchmarks", "tests", ""}, (
+            f"line {line}: {source} brings development files into the image"
+        )
 
 
 # ---- hadolint --------------------------------------------------------------------------------
