@@ -1,12 +1,34 @@
-"""Row numbers for directed links (source IP, destination IP), with host names and sites."""
+"""Row numbers for directed links, with host names and sites.
+
+A row is keyed by its ends' identities, their IPs where known. Bus messages carry both ends' IPs
+and the host names the toolkit used, so the index learns each host's address (per IP version).
+pScheduler runs name the ends as their task does, mostly by host name (`NamedEndpoints`): a
+name resolves to the address the bus revealed for it (of the run's IP version), else to the
+address the run carries (an IP literal, or DNS when enabled); an end still unresolved is keyed
+by its lower-cased host name. When such an end resolves later (the bus reports the link, or a
+run comes after the bus revealed the host), its row is re-keyed: the same directed link keeps
+one row whichever source reported it first. Rows are never reused or reordered.
+"""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
 
-from service.parse.records import LinkEndpoints
+from service.parse.perfsonar import canonical_ip
+from service.parse.records import LinkEndpoints, NamedEndpoints
 from service.state.topology import Topology
+
+Key = tuple[str, str]
+
+
+def host_key(name: str) -> str:
+    """A host name as the index compares it: lower case, no surrounding space or final dot.
+
+    >>> host_key(" PS-Latency.Site-A.example.org. ")
+    'ps-latency.site-a.example.org'
+    """
+    return name.strip().rstrip(".").lower()
 
 
 @dataclass
@@ -14,49 +36,98 @@ class LinkIndex:
     """Assigns each new directed link the next row; rows are never reused or reordered."""
 
     topology: Topology = field(default_factory=Topology)
-    rows: dict[tuple[str, str], int] = field(default_factory=dict)
+    rows: dict[Key, int] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     destinations: list[str] = field(default_factory=list)
     source_hosts: list[str] = field(default_factory=list)
     destination_hosts: list[str] = field(default_factory=list)
     source_sites: list[str | None] = field(default_factory=list)
     destination_sites: list[str | None] = field(default_factory=list)
+    #: Host name (`host_key`) -> the address the bus last reported for it, of either version.
     ip_by_host: dict[str, str] = field(default_factory=dict)
+    #: (host name, 4 or 6) -> the address of that IP version the bus last reported for it.
+    ip_by_host_version: dict[tuple[str, int], str] = field(default_factory=dict)
     names_version: int = 0
 
     def __len__(self) -> int:
         return len(self.sources)
 
-    def row_for(self, link: LinkEndpoints) -> int:
-        """Row of `link`, added if new; later host names replace earlier ones."""
+    def row_for(self, link: LinkEndpoints | NamedEndpoints) -> int:
+        """Row of `link`, added if new. The bus's host names replace earlier ones; a named link
+        (pScheduler) changes no row's names, only, once resolved, the key of a row it created."""
+        if isinstance(link, NamedEndpoints):
+            return self._row_for_named(link)
         key = (link.source, link.destination)
         row = self.rows.get(key)
         if row is None:
-            row = self._append(link)
+            names = _name_or_none(link.source_host), _name_or_none(link.destination_host)
+            row = self._adopt(key, _name_keys(key, *names))
+            if row is None:
+                return self._append(key, link.source_host, link.destination_host, learn=True)
+            self._set_hosts(row, link.source_host, link.destination_host, learn=True)
         elif self.source_hosts[row] != link.source_host or (
             self.destination_hosts[row] != link.destination_host
         ):
-            self._set_hosts(row, link)
+            self._set_hosts(row, link.source_host, link.destination_host, learn=True)
             self.names_version += 1
         return row
 
     def find_by_name(self, source: str, destination: str) -> int | None:
         """Row of the link between two endpoints, each given by IP or host name."""
-        key = (self.ip_by_host.get(source, source), self.ip_by_host.get(destination, destination))
-        return self.rows.get(key)
+        return self.rows.get((self._identity(source), self._identity(destination)))
 
     def add_restored(
         self, source: str, destination: str, source_host: str, destination_host: str, row: int
     ) -> None:
-        """Re-add a link from a snapshot; rows must come in order 0, 1, 2, ..."""
+        """Re-add a link from a snapshot; rows must come in order 0, 1, 2, ...
+
+        Rows with both addresses teach host addresses again; rows keyed by a host name do not.
+        """
         if row != len(self.sources):
             raise ValueError(f"restored row {row} out of order")
-        self._append(LinkEndpoints(source, destination, source_host, destination_host))
+        resolved = canonical_ip(source) is not None and canonical_ip(destination) is not None
+        self._append((source, destination), source_host, destination_host, learn=resolved)
 
-    def _append(self, link: LinkEndpoints) -> int:
+    def _row_for_named(self, link: NamedEndpoints) -> int:
+        source = self._resolve(link.source_host, link.source, link.ip_version)
+        destination = self._resolve(link.destination_host, link.destination, link.ip_version)
+        key = (source, destination)
+        row = self.rows.get(key)
+        if row is None:
+            row = self._adopt(key, _name_keys(key, link.source_host, link.destination_host))
+            if row is None:
+                return self._append(key, link.source_host, link.destination_host, learn=False)
+        return row
+
+    def _resolve(self, host: str, address: str, ip_version: int) -> str:
+        """An end's identity: its address as the bus revealed it, else as given, else the name."""
+        if ip_version:
+            learned = self.ip_by_host_version.get((host, ip_version))
+        else:
+            learned = self.ip_by_host.get(host)
+        return learned or address or host
+
+    def _identity(self, name: str) -> str:
+        """The identity a row would use for an end named `name` (an IP or a host name)."""
+        host = host_key(name)
+        return self.ip_by_host.get(host) or canonical_ip(name) or host
+
+    def _adopt(self, key: Key, name_keys: list[Key]) -> int | None:
+        """The row of this link still keyed by a host name, re-keyed to `key`; None if none."""
+        for old in name_keys:
+            row = self.rows.pop(old, None)
+            if row is not None:
+                self.rows[key] = row
+                self.sources[row], self.destinations[row] = sys.intern(key[0]), sys.intern(key[1])
+                self._set_sites(row)
+                self.names_version += 1
+                return row
+        return None
+
+    def _append(self, key: Key, source_host: str, destination_host: str, learn: bool) -> int:
         """New row; names are interned, so thousands of links share one string per host."""
         row = len(self.sources)
-        source, destination = sys.intern(link.source), sys.intern(link.destination)
+        source, destination = sys.intern(key[0]), sys.intern(key[1])
         self.rows[(source, destination)] = row
         self.sources.append(source)
         self.destinations.append(destination)
@@ -64,13 +135,36 @@ class LinkIndex:
         self.destination_hosts.append("")
         self.source_sites.append(None)
         self.destination_sites.append(None)
-        self._set_hosts(row, link)
+        self._set_hosts(row, source_host, destination_host, learn)
         return row
 
-    def _set_hosts(self, row: int, link: LinkEndpoints) -> None:
-        self.source_hosts[row] = sys.intern(link.source_host)
-        self.destination_hosts[row] = sys.intern(link.destination_host)
-        self.ip_by_host[link.source_host] = link.source
-        self.ip_by_host[link.destination_host] = link.destination
-        self.source_sites[row] = self.topology.site_of(link.source_host, link.source)
-        self.destination_sites[row] = self.topology.site_of(link.destination_host, link.destination)
+    def _set_hosts(self, row: int, source_host: str, destination_host: str, learn: bool) -> None:
+        self.source_hosts[row] = sys.intern(source_host)
+        self.destination_hosts[row] = sys.intern(destination_host)
+        self._set_sites(row)
+        if learn:
+            self._learn(source_host, self.sources[row])
+            self._learn(destination_host, self.destinations[row])
+
+    def _set_sites(self, row: int) -> None:
+        self.source_sites[row] = self.topology.site_of(self.source_hosts[row], self.sources[row])
+        self.destination_sites[row] = self.topology.site_of(
+            self.destination_hosts[row], self.destinations[row]
+        )
+
+    def _learn(self, host: str, address: str) -> None:
+        name = host_key(host)
+        self.ip_by_host[name] = address
+        self.ip_by_host_version[(name, 6 if ":" in address else 4)] = address
+
+
+def _name_or_none(host: str) -> str | None:
+    """A bus host name as a row may be keyed by it; None when it is an address, not a name."""
+    return None if canonical_ip(host) is not None else host_key(host)
+
+
+def _name_keys(key: Key, source_name: str | None, destination_name: str | None) -> list[Key]:
+    """Keys a row of the link `key` may have had while an end was known by host name only."""
+    (source, destination), names = key, (source_name, destination_name)
+    pairs = [(source, names[1]), (names[0], destination), names]
+    return list(dict.fromkeys((s, d) for s, d in pairs if s and d and (s, d) != key))
