@@ -28,6 +28,10 @@ class RejectReason(StrEnum):
     FUTURE = "future"
     CLOCK_ERROR = "clock_error"
     LOSS_OUT_OF_RANGE = "loss_out_of_range"
+    #: Refusals of an HTTP ingest request (/ingest/pscheduler) before its body is queued.
+    UNAUTHORIZED = "unauthorized"
+    RATE_LIMITED = "rate_limited"
+    QUEUE_FULL = "queue_full"
 
 
 class NettelError(Exception):

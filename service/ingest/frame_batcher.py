@@ -5,7 +5,8 @@ drains up to `max_batch` frames at a time and prepares them (parsing, in the ing
 parser processes); the apply stage stores each prepared batch. The stages overlap: while one
 batch is applied, the next is being parsed, and a small hand-off queue keeps their order. A full
 queue blocks the stage before it, and in the end the receiver, which pushes back on the broker
-over TCP instead of dropping anything.
+over TCP instead of dropping anything. HTTP ingest cannot block its event loop: it `offer`s
+frames, which a full queue refuses (the client is told to retry later).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class FrameBatcher:
         self._max_batch = max_batch
         self._max_queued = max_queued
         self._frames: deque[Frame | object] = deque()
+        # Bytes of the bodies queued = put + offered - taken; each count has one writing thread
+        # (the receiver, the HTTP event loop, the parse stage), so none loses an update.
+        self._bytes_put = self._bytes_offered = self._bytes_taken = 0
         self._arrived = threading.Event()  # set after an append; the parse stage clears it
         self._room = threading.Condition()  # the receiver waits here while the deque is full
         self._receiver_waits = False
@@ -71,6 +75,10 @@ class FrameBatcher:
         """Received frames not yet taken by the parse stage."""
         return len(self._frames)
 
+    def queued_bytes(self) -> int:
+        """Bytes of the bodies of those frames."""
+        return self._bytes_put + self._bytes_offered - self._bytes_taken
+
     def put(self, destination: str, body: bytes, ack: AckToken | None) -> None:
         """Queue a frame; blocks while `max_queued` frames wait."""
         if len(self._frames) >= self._max_queued:
@@ -78,9 +86,21 @@ class FrameBatcher:
                 self._receiver_waits = True
                 while len(self._frames) >= self._max_queued:
                     self._room.wait()
+        self._bytes_put += len(body)
         self._frames.append((destination, body, ack))
         if not self._arrived.is_set():
             self._arrived.set()
+
+    def offer(self, destination: str, body: bytes, max_bytes: int) -> bool:
+        """Queue a frame unless `max_queued` frames wait or the bodies would pass `max_bytes`;
+        never blocks (for an HTTP event loop). The frame has nothing to acknowledge."""
+        if len(self._frames) >= self._max_queued or self.queued_bytes() + len(body) > max_bytes:
+            return False
+        self._bytes_offered += len(body)
+        self._frames.append((destination, body, None))
+        if not self._arrived.is_set():
+            self._arrived.set()
+        return True
 
     def stop(self, timeout: float = 5.0) -> None:
         """Apply everything already queued, then end both stages."""
@@ -124,6 +144,7 @@ class FrameBatcher:
                 stopping = True
                 break
             batch.append(item)  # type: ignore[arg-type]
+        self._bytes_taken += sum(len(body) for _, body, _ in batch)
         if self._receiver_waits:
             with self._room:
                 self._receiver_waits = False

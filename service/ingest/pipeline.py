@@ -2,6 +2,9 @@
 
 Parsing (`parse_frames`) needs no lock and may run on another thread than applying
 (`apply_parsed`), so the frame batcher overlaps the parse of one batch with the apply of the last.
+Frames of PSCHEDULER_DESTINATION carry pScheduler run records (POST/PUT /ingest/pscheduler):
+they take the same path, journal included, with the run parser beside the bus parser; a run
+posted again (an archiver's retry of the same run) is applied once.
 """
 
 from __future__ import annotations
@@ -11,19 +14,26 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from service.errors import RejectedInput, RejectReason
 from service.ingest.ack_token import AckToken
+from service.ingest.recent_runs import RecentRuns
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import ParseInput, ParseResult, parse_messages
-from service.parse.records import MeasurementKind, ParsedMessage
+from service.parse.pscheduler import ParsedRun, RunOutcome, RunResult, parse_runs
+from service.parse.records import MeasurementKind, NamedEndpoints, ParsedMessage
 from service.state.link_state import ApplyOutcome, LinkState
 
 Frame = tuple[str, bytes | str, AckToken | None]
 Parser = Callable[[ParseInput], list[ParseResult]]
+#: Where a frame holding one pScheduler run record comes from (and its label in the metrics).
+PSCHEDULER_DESTINATION = "/ingest/pscheduler"
+#: What a frame amounts to once screened: None for an unknown topic, the refusal, a bus message,
+#: a run's delay and loss messages, or why a run has nothing to apply.
+_Screened = RejectedInput | ParsedMessage | tuple[ParsedMessage, ParsedMessage] | RunOutcome | None
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,8 @@ class ParsedFrames:
     frames: Sequence[Frame]
     kinds: list[MeasurementKind | None]
     results: list[ParseResult]
+    #: The parse result of each frame of PSCHEDULER_DESTINATION, in order.
+    runs: list[RunResult] = field(default_factory=list)
 
 
 @dataclass
@@ -41,6 +53,7 @@ class IngestCounters:
 
     messages_by_topic: Counter[str] = field(default_factory=Counter)
     rejected_by_reason: Counter[str] = field(default_factory=Counter)
+    runs_by_outcome: Counter[str] = field(default_factory=Counter)
     datapoints_applied: int = 0
     clock_error_packets: int = 0
     last_message_at: float | None = None
@@ -57,13 +70,18 @@ class IngestPipeline:
         clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
         parser: Parser | None = None,
+        resolve: Callable[[NamedEndpoints], NamedEndpoints] | None = None,
     ) -> None:
-        """`parser` replaces in-thread `parse_messages` (e.g. by ParserProcesses.parse)."""
+        """`parser` replaces in-thread `parse_messages` (e.g. by ParserProcesses.parse);
+        `resolve` gives runs' named ends addresses before they are applied (e.g. DNS)."""
         self.state = state
         self.counters = IngestCounters()
         self._counters_lock = threading.Lock()
         self._topics = topics
+        self._limits = limits
         self._parse = parser or (lambda frames: parse_messages(frames, limits))
+        self._resolve = resolve
+        self._recent_runs = RecentRuns()
         self._clock = clock
         self._reject_log = RateLimitedRejectLog(log or logging.getLogger("nettel.ingest"))
 
@@ -84,26 +102,71 @@ class IngestPipeline:
         """Route by topic and parse; touches no state, so it needs no lock."""
         kinds = [self._topics.get(destination) for destination, _, _ in frames]
         known = [(kind, frame[1]) for kind, frame in zip(kinds, frames, strict=True) if kind]
-        return ParsedFrames(frames, kinds, self._parse(known))
+        runs = [body for destination, body, _ in frames if destination == PSCHEDULER_DESTINATION]
+        return ParsedFrames(frames, kinds, self._parse(known), self._parse_runs(runs))
 
     def apply_parsed(self, parsed: ParsedFrames) -> int:
         """Apply a parsed batch at once; returns datapoints stored. Never raises."""
         now = self._clock()
-        results = iter(parsed.results)
-        applied = 0
-        messages = [r for r in parsed.results if not isinstance(r, RejectedInput)]
+        with self._counters_lock:  # also guards the memory of recent runs
+            screened = self._screen(parsed)
+        messages = [m for _, item in screened for m in _messages(item)]
         outcomes = iter(self.state.apply_batch(messages, now))
         with self._counters_lock:
             self._count_messages(parsed, now)
-            for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True):
-                if kind is None:
-                    self._reject(RejectReason.UNKNOWN_TOPIC, destination[:80], destination)
-                    continue
-                result = next(results)
-                if isinstance(result, RejectedInput):
-                    self._reject(result.reason, result.detail, destination)
-                else:
-                    applied += self._account(result, next(outcomes), destination)
+            return sum(self._account_frame(item, outcomes, dest) for dest, item in screened)
+
+    def refuse(self, reason: RejectReason, detail: str, destination: str) -> None:
+        """Count and log input refused before it reached the pipeline (e.g. an HTTP request)."""
+        with self._counters_lock:
+            self._reject(reason, detail, destination)
+
+    def _parse_runs(self, bodies: list[bytes | str]) -> list[RunResult]:
+        runs = parse_runs(bodies, self._limits)
+        if self._resolve is not None:
+            for run in runs:
+                _resolve_names(run, self._resolve)
+        return runs
+
+    def _screen(self, parsed: ParsedFrames) -> list[tuple[str, _Screened]]:
+        """Each frame's destination and what it amounts to, a re-posted run as DUPLICATE."""
+        results, runs = iter(parsed.results), iter(parsed.runs)
+        screened: list[tuple[str, _Screened]] = []
+        for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True):
+            item: _Screened = None
+            if kind is not None:
+                item = next(results)
+            elif destination == PSCHEDULER_DESTINATION:
+                item = self._screen_run(next(runs))
+            screened.append((destination, item))
+        return screened
+
+    def _screen_run(self, run: RunResult) -> _Screened:
+        if isinstance(run, RejectedInput):
+            return run
+        if run.key is not None and not self._recent_runs.first_time(run.key):
+            return RunOutcome.DUPLICATE
+        return run.measured
+
+    def _account_frame(
+        self, item: _Screened, outcomes: Iterator[ApplyOutcome], destination: str
+    ) -> int:
+        """Count what became of one frame; returns its datapoints stored."""
+        run = destination == PSCHEDULER_DESTINATION
+        if item is None:
+            self._reject(RejectReason.UNKNOWN_TOPIC, destination[:80], destination)
+            return 0
+        if isinstance(item, RunOutcome):
+            self.counters.runs_by_outcome[item.value] += 1
+            return 0
+        if isinstance(item, RejectedInput):
+            self._reject(item.reason, item.detail, destination)
+            applied = 0
+        else:
+            applied = sum(self._account(m, next(outcomes), destination) for m in _messages(item))
+        if run:
+            outcome = RunOutcome.APPLIED if applied else RunOutcome.REJECTED
+            self.counters.runs_by_outcome[outcome.value] += 1
         return applied
 
     def _account(self, result: ParsedMessage, outcome: ApplyOutcome, destination: str) -> int:
@@ -119,7 +182,7 @@ class IngestPipeline:
 
     def _count_messages(self, parsed: ParsedFrames, now: float) -> None:
         self.counters.messages_by_topic.update(
-            "other" if kind is None else destination
+            "other" if kind is None and destination != PSCHEDULER_DESTINATION else destination
             for (destination, _, _), kind in zip(parsed.frames, parsed.kinds, strict=True)
         )
         if parsed.frames:
@@ -128,3 +191,18 @@ class IngestPipeline:
     def _reject(self, reason: RejectReason, detail: str, destination: str) -> None:
         self.counters.rejected_by_reason[reason.value] += 1
         self._reject_log.record(reason, detail, destination)
+
+
+def _messages(item: _Screened) -> list[ParsedMessage]:
+    """The messages a screened frame has to apply."""
+    if isinstance(item, ParsedMessage):
+        return [item]
+    return list(item) if isinstance(item, tuple) else []
+
+
+def _resolve_names(run: RunResult, resolve: Callable[[NamedEndpoints], NamedEndpoints]) -> None:
+    """Give a run's named ends the addresses `resolve` finds (its two messages share the link)."""
+    if isinstance(run, ParsedRun) and isinstance(run.measured, tuple):
+        delay, loss = run.measured
+        if isinstance(delay.link, NamedEndpoints):
+            delay.link = loss.link = resolve(delay.link)

@@ -6,7 +6,6 @@ is put together by `service.publish.app.create_app`.
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import Annotated, Literal
 
@@ -17,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from service.errors import ModelBundleError
+from service.ingest.http_auth import require_token
 from service.matrix.link_detail import build_link_detail
 from service.matrix.link_record import LinkRecord
 from service.matrix.matrix_body import MatrixBody
@@ -92,7 +92,7 @@ def reload_model(
     runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
 ) -> Response:
     """Load the model bundle again (bearer token from NETTEL_ADMIN_TOKEN)."""
-    _require_admin(runtime.settings.admin_bearer_token(), authorization)
+    require_token(runtime.settings.admin_bearer_token(), authorization)
     try:
         info = runtime.reload_model()
     except ModelBundleError as error:
@@ -118,15 +118,6 @@ def readyz(runtime: RuntimeDep) -> Response:
 def metrics(registry: Annotated[CollectorRegistry, Depends(get_registry)]) -> Response:
     """Prometheus text exposition."""
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-
-def _require_admin(token: str | None, authorization: str | None) -> None:
-    """404 when admin is disabled, 401 unless `Authorization: Bearer <token>` matches."""
-    if token is None:
-        raise HTTPException(404, "Not Found")
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(given.encode(), token.encode()):
-        raise HTTPException(401, "bearer token required", headers={"WWW-Authenticate": "Bearer"})
 
 
 def _selection_response(

@@ -5,9 +5,10 @@ and the host names the toolkit used, so the index learns each host's address (pe
 pScheduler runs name the ends as their task does, mostly by host name (`NamedEndpoints`): a
 name resolves to the address the bus revealed for it (of the run's IP version), else to the
 address the run carries (an IP literal, or DNS when enabled); an end still unresolved is keyed
-by its lower-cased host name. When such an end resolves later (the bus reports the link, or a
-run comes after the bus revealed the host), its row is re-keyed: the same directed link keeps
-one row whichever source reported it first. Rows are never reused or reordered.
+by its lower-cased host name, prefixed `ipv4:`/`ipv6:` when the run fixes the IP version (so a
+dual-stack mesh's two links stay apart). When such an end resolves later (the bus reports the
+link, or a run comes after the bus revealed the host), its row is re-keyed: the same directed
+link keeps one row whichever source reported it first. Rows are never reused or reordered.
 """
 
 from __future__ import annotations
@@ -60,8 +61,7 @@ class LinkIndex:
         key = (link.source, link.destination)
         row = self.rows.get(key)
         if row is None:
-            names = _name_or_none(link.source_host), _name_or_none(link.destination_host)
-            row = self._adopt(key, _name_keys(key, *names))
+            row = self._adopt(key, _bus_name_keys(link))
             if row is None:
                 return self._append(key, link.source_host, link.destination_host, learn=True)
             self._set_hosts(row, link.source_host, link.destination_host, learn=True)
@@ -74,7 +74,11 @@ class LinkIndex:
 
     def find_by_name(self, source: str, destination: str) -> int | None:
         """Row of the link between two endpoints, each given by IP or host name."""
-        return self.rows.get((self._identity(source), self._identity(destination)))
+        for version in (0, 6, 4):  # an end still keyed by name may carry its IP version
+            pair = (self._identity(source, version), self._identity(destination, version))
+            if (row := self.rows.get(pair)) is not None:
+                return row
+        return None
 
     def add_restored(
         self, source: str, destination: str, source_host: str, destination_host: str, row: int
@@ -94,7 +98,8 @@ class LinkIndex:
         key = (source, destination)
         row = self.rows.get(key)
         if row is None:
-            row = self._adopt(key, _name_keys(key, link.source_host, link.destination_host))
+            hosts = (link.source_host, link.destination_host)
+            row = self._adopt(key, _name_keys(key, *(named(h, link.ip_version) for h in hosts)))
             if row is None:
                 return self._append(key, link.source_host, link.destination_host, learn=False)
         return row
@@ -105,12 +110,12 @@ class LinkIndex:
             learned = self.ip_by_host_version.get((host, ip_version))
         else:
             learned = self.ip_by_host.get(host)
-        return learned or address or host
+        return learned or address or named(host, ip_version)
 
-    def _identity(self, name: str) -> str:
+    def _identity(self, name: str, ip_version: int) -> str:
         """The identity a row would use for an end named `name` (an IP or a host name)."""
         host = host_key(name)
-        return self.ip_by_host.get(host) or canonical_ip(name) or host
+        return self.ip_by_host.get(host) or canonical_ip(name) or named(host, ip_version)
 
     def _adopt(self, key: Key, name_keys: list[Key]) -> int | None:
         """The row of this link still keyed by a host name, re-keyed to `key`; None if none."""
@@ -158,9 +163,24 @@ class LinkIndex:
         self.ip_by_host_version[(name, 6 if ":" in address else 4)] = address
 
 
-def _name_or_none(host: str) -> str | None:
-    """A bus host name as a row may be keyed by it; None when it is an address, not a name."""
-    return None if canonical_ip(host) is not None else host_key(host)
+def named(host: str, ip_version: int) -> str:
+    """The identity of an end known by host name only, of a given IP version (0: either).
+
+    >>> named("ps.example.org", 0), named("ps.example.org", 6)
+    ('ps.example.org', 'ipv6:ps.example.org')
+    """
+    return f"ipv{ip_version}:{host}" if ip_version else host
+
+
+def _bus_name_keys(link: LinkEndpoints) -> list[Key]:
+    """Keys a row of this bus link may have had while a run knew its ends by name only."""
+    key = (link.source, link.destination)
+    hosts = [
+        None if canonical_ip(h) else host_key(h) for h in (link.source_host, link.destination_host)
+    ]
+    version = 6 if ":" in link.source else 4
+    typed = [None if h is None else named(h, version) for h in hosts]
+    return _name_keys(key, *typed) + _name_keys(key, *hosts)
 
 
 def _name_keys(key: Key, source_name: str | None, destination_name: str | None) -> list[Key]:

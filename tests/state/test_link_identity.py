@@ -9,7 +9,7 @@ import numpy as np
 
 from service.parse.pscheduler import parse_runs
 from service.parse.records import LinkEndpoints, NamedEndpoints, ParsedMessage
-from service.state.link_index import LinkIndex
+from service.state.link_index import LinkIndex, named
 from service.state.link_state import LinkState
 from service.state.snapshot_codec import decode_state, encode_state
 from service.state.topology import Topology
@@ -32,6 +32,8 @@ RUN_END = BASE_TS + 65
 #: The sample run's link as its task names it; the same hosts as `link()` on the bus.
 NAMED = NamedEndpoints(SOURCE_HOST, DESTINATION_HOST, ip_version=4)
 SOURCE_V6, DESTINATION_V6 = "2001:db8::10", "2001:db8:1::20"
+#: How a row keys the run's ends while no address is known: the run fixes IPv4.
+SOURCE_V4_NAME, DESTINATION_V4_NAME = named(SOURCE_HOST, 4), named(DESTINATION_HOST, 4)
 
 
 def run_messages(**spec: object) -> list[ParsedMessage]:
@@ -48,7 +50,8 @@ def slot(state: LinkState, row: int, series: str) -> float:
 def test_a_run_first_then_the_bus_share_one_row_which_takes_the_ips() -> None:
     state = LinkState(Topology.from_mapping({"SITE-A": [SOURCE_HOST]}))
     state.apply_batch(run_messages(), NOW)
-    assert state.index.sources == [SOURCE_HOST] and state.index.source_sites == ["SITE-A"]
+    assert state.index.sources == [SOURCE_V4_NAME] == ["ipv4:ps-latency.site-a.example.org"]
+    assert state.index.source_hosts == [SOURCE_HOST] and state.index.source_sites == ["SITE-A"]
     before = state.index.names_version
     state.apply(loss_message({BASE_TS + 60: 0.02}), NOW)  # the bus: IPs and the same host names
     assert len(state) == 1
@@ -79,7 +82,7 @@ def test_a_host_the_bus_revealed_on_another_link_resolves_that_end() -> None:
         NOW,
     )
     state.apply_batch(run_messages(), NOW)
-    assert state.index.rows[(SOURCE_IP, DESTINATION_HOST)] == 1  # the source end is known
+    assert state.index.rows[(SOURCE_IP, DESTINATION_V4_NAME)] == 1  # the source end is known
     state.apply(loss_message({BASE_TS: 0.5}), NOW)
     assert len(state) == 2 and state.index.rows[(SOURCE_IP, DESTINATION_IP)] == 1
 
@@ -89,7 +92,7 @@ def test_a_run_resolves_a_row_it_created_by_name_once_the_bus_knows_a_host() -> 
     assert index.row_for(NAMED) == 0
     index.row_for(link(destination="203.0.113.9", destination_host="c.example"))  # reveals A
     assert index.row_for(NAMED) == 0
-    assert index.sources[0] == SOURCE_IP and index.destinations[0] == DESTINATION_HOST
+    assert index.sources[0] == SOURCE_IP and index.destinations[0] == DESTINATION_V4_NAME
     assert index.row_for(link()) == 0 and len(index) == 2
 
 
@@ -114,7 +117,7 @@ def test_an_unresolved_version_keeps_its_own_row_until_the_bus_reports_it() -> N
     index = LinkIndex()
     v4 = index.row_for(link())
     named_v6 = index.row_for(NAMED._replace(ip_version=6))
-    assert named_v6 != v4 and index.sources[named_v6] == SOURCE_HOST
+    assert named_v6 != v4 and index.sources[named_v6] == named(SOURCE_HOST, 6)
     assert index.row_for(link(source=SOURCE_V6, destination=DESTINATION_V6)) == named_v6
     assert index.sources[named_v6] == SOURCE_V6
 
@@ -139,9 +142,27 @@ def test_a_run_with_addresses_given_keys_its_row_by_them() -> None:
 
 def test_a_bus_message_without_host_names_adopts_no_named_row() -> None:
     index = LinkIndex()
-    named = index.row_for(NamedEndpoints("a.example", "b.example"))
+    by_name = index.row_for(NamedEndpoints("a.example", "b.example"))
     bare = index.row_for(LinkEndpoints("192.0.2.1", "192.0.2.2", "192.0.2.1", "192.0.2.2"))
-    assert bare != named and index.sources[named] == "a.example"
+    assert bare != by_name and index.sources[by_name] == "a.example"
+
+
+def test_without_the_bus_the_two_ip_versions_of_a_mesh_keep_two_rows() -> None:
+    index = LinkIndex()
+    v4, v6 = index.row_for(NAMED), index.row_for(NAMED._replace(ip_version=6))
+    either = index.row_for(NAMED._replace(ip_version=0))
+    assert len({v4, v6, either}) == 3
+    assert index.rows[(SOURCE_HOST, DESTINATION_HOST)] == either
+    assert index.row_for(link(source=SOURCE_V6, destination=DESTINATION_V6)) == v6
+    assert index.row_for(link()) == v4  # each family's bus link takes its own row
+    assert len(index) == 3 and index.sources[either] == SOURCE_HOST
+
+
+def test_a_row_of_either_version_is_taken_by_the_first_bus_link() -> None:
+    index = LinkIndex()
+    either = index.row_for(NAMED._replace(ip_version=0))
+    assert index.row_for(link(source=SOURCE_V6, destination=DESTINATION_V6)) == either
+    assert index.sources[either] == SOURCE_V6 and index.row_for(link()) != either
 
 
 def test_find_by_name_follows_the_row_through_its_keys() -> None:
@@ -165,7 +186,7 @@ def test_a_row_keyed_by_name_survives_a_snapshot_and_is_resolved_after_it() -> N
     state.apply_batch(run_messages(source="x.example", dest=DESTINATION_HOST), NOW)
     restored = decode_state(encode_state(state), Topology())
     assert restored.index.rows == state.index.rows
-    assert restored.index.sources == [SOURCE_IP, "x.example"]
+    assert restored.index.sources == [SOURCE_IP, "ipv4:x.example"]
     assert restored.index.ip_by_host == {SOURCE_HOST: SOURCE_IP, "c.example": "203.0.113.9"}
     restored.apply(
         loss_message({BASE_TS: 0.25}, link(source="192.0.2.99", source_host="x.example")), NOW
