@@ -398,9 +398,12 @@ def read_log_tail(path: Path, lines: int = 40) -> str:
         return f"(no log at {path})"
 
 
-def stomp_handshake_ok(port: int, timeout: float = 2.0, host: str = LOOPBACK) -> bool:
-    """True when a STOMP CONNECT to `host:port` gets a CONNECTED frame within `timeout`."""
-    conn = stomp.Connection([(host, port)], reconnect_attempts_max=1, timeout=timeout)
+def stomp_handshake_ok(
+    port: int, timeout: float = 2.0, host: str = LOOPBACK, vhost: str | None = None
+) -> bool:
+    """True when a STOMP CONNECT to `host:port` (with `vhost` as its `host` header, if given)
+    gets a CONNECTED frame within `timeout`."""
+    conn = stomp.Connection([(host, port)], reconnect_attempts_max=1, timeout=timeout, vhost=vhost)
     try:
         conn.connect(with_connect_command=True, wait=False)
         deadline = time.monotonic() + timeout
@@ -435,6 +438,8 @@ def _die_with_parent() -> None:
 
 class ActiveMQProcess:
     """A running (or stopped) private broker; `restart` brings it back on the same dir and ports."""
+
+    flavour = "activemq"
 
     def __init__(
         self,

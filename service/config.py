@@ -17,6 +17,8 @@ DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 
 Address = tuple[str, int]
+#: The brokers' kind (`service.broker.flavour`); auto: from the broker's CONNECTED frame.
+BrokerFlavour = Literal["auto", "activemq", "rabbitmq", "artemis"]
 
 
 def parse_address(text: str) -> Address:
@@ -62,6 +64,19 @@ class Settings(BaseSettings):
         description="PEM private key (unencrypted) of broker_cert_file; needs broker_tls and "
         "broker_cert_file",
     )
+    broker_flavour: BrokerFlavour = Field(
+        "auto",
+        description="the brokers' kind, which decides what SUBSCRIBE carries (durable "
+        "subscription, prefetch, ack mode): auto = from the server header of the broker's "
+        "CONNECTED frame",
+    )
+    broker_vhost: str = Field(
+        "/",
+        min_length=1,
+        max_length=255,
+        description="virtual host, sent as the STOMP host header on CONNECT (RabbitMQ's vhost; "
+        "ActiveMQ and Artemis ignore it)",
+    )
     heartbeat_ms: int = Field(10_000, ge=0, le=600_000, description="STOMP heart-beat period (ms)")
     delay_topic: str = Field(DELAY_TOPIC, min_length=1, description="histogram-owdelay topic")
     loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
@@ -73,8 +88,8 @@ class Settings(BaseSettings):
         min_length=1,
         max_length=128,
         pattern=r"^[A-Za-z0-9._:-]+$",
-        description="STOMP client-id and durable subscription name, unique per nettel instance "
-        "(default nettel-<host name>)",
+        description="STOMP client-id and durable subscription (RabbitMQ: queue) name, unique per "
+        "nettel instance (default nettel-<host name>)",
     )
     prefetch: int = Field(
         1000,
@@ -152,6 +167,8 @@ class Settings(BaseSettings):
             if path is not None and not path.is_file():
                 raise ValueError(f"file {path} does not exist")
         self._check_tls_files()
+        if self.subscription == "virtual" and self.broker_flavour in ("rabbitmq", "artemis"):
+            raise ValueError("subscription virtual (ActiveMQ virtual topics) needs ActiveMQ")
         if not self.brokers:
             raise ValueError("brokers: at least one host:port is needed")
         return self

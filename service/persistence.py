@@ -6,10 +6,13 @@ redelivered, journaled ones replayed at start, and both are applied idempotently
 `interval` seconds (and at shutdown) the state is snapshotted and the journal segments it covers
 are deleted, so a restart replays at most one interval of frames.
 
+Every frame's ack token goes to `acknowledge`, which sends what its broker needs (ActiveMQ's
+cumulative acks: the last frame of each subscription; RabbitMQ's individual ones: every frame).
 If the journal cannot be written (a full or failing disk), the batch stays applied but is not
-acknowledged, and neither is anything after it: acknowledgements are cumulative, so a later one
-would cover the unjournaled batch. They are held until a snapshot covers what they carried; the
-broker stops delivering once `prefetch` frames are unacknowledged, which bounds the wait.
+acknowledged, and neither is anything after it (a later cumulative ack would cover the
+unjournaled batch). Held tokens wait for a snapshot that covers what they carried; the broker
+stops delivering once `prefetch` frames per subscription are unacknowledged, which bounds both
+the wait and the tokens held.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ class Persistence:
         self._write_lock = threading.Lock()
         self._ack_lock = threading.Lock()
         self._holding_acks = False
-        self._held_acks: dict[str, AckToken] = {}
+        self._held_acks: list[AckToken] = []
         self._journal_failed_since_capture = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="state-snapshots", daemon=True)
@@ -76,14 +79,14 @@ class Persistence:
         """Apply, journal, fsync, then acknowledge one parsed batch (the frame batcher's sink)."""
         self._pipeline.apply_parsed(parsed)
         journaled = self._journal_batch(parsed.frames)
-        latest = {token.subscription: token for _, _, token in parsed.frames if token is not None}
+        tokens = [token for _, _, token in parsed.frames if token is not None]
         with self._ack_lock:
             if not journaled:
                 self._holding_acks = self._journal_failed_since_capture = True
             if self._holding_acks:
-                self._held_acks.update(latest)
+                self._held_acks.extend(tokens)
                 return
-        self._acknowledge(latest.values())
+        self._acknowledge(tokens)
 
     def _journal_batch(self, frames: Sequence[Frame]) -> bool:
         try:
@@ -114,7 +117,7 @@ class Persistence:
         with self._write_lock:
             started = time.perf_counter()
             with self._ack_lock:
-                covered = dict(self._held_acks)  # their batches are applied: the state has them
+                covered = len(self._held_acks)  # their batches are applied: the state has them
                 self._journal_failed_since_capture = False
             with self._pipeline.state.frozen() as state:  # nothing applied between the two
                 data = encode_state(state)
@@ -126,18 +129,18 @@ class Persistence:
             self._release_held_acks(covered)
             return len(data)
 
-    def _release_held_acks(self, covered: dict[str, AckToken]) -> None:
-        """Acknowledge what the snapshot covers, and what came since if it was all journaled."""
+    def _release_held_acks(self, covered: int) -> None:
+        """Acknowledge the first `covered` held tokens, which the snapshot covers, and those
+        held since if they were all journaled."""
         with self._ack_lock:
             if self._journal_failed_since_capture:  # keep holding what came after the capture
-                for subscription, token in covered.items():
-                    if self._held_acks.get(subscription) is token:
-                        del self._held_acks[subscription]
+                released = self._held_acks[:covered]
+                del self._held_acks[:covered]
             else:
-                covered, self._held_acks = self._held_acks, {}
+                released, self._held_acks = self._held_acks, []
                 self._holding_acks = False
-        if covered:
-            self._acknowledge(covered.values())
+        if released:
+            self._acknowledge(released)
 
     def _replay(self, frames: list[Frame]) -> int:
         count = len(frames)

@@ -1,9 +1,14 @@
-"""Shared fixtures: a real ActiveMQ broker and a real `nettel serve` process.
+"""Shared fixtures: real brokers (ActiveMQ, RabbitMQ) and a real `nettel serve` process.
 
 - `activemq` (session): one private broker for the whole run; `activemq.brokers` is the
   `127.0.0.1:PORT` string for `--brokers`. Do not kill it; use `activemq_factory` for fault tests.
 - `activemq_factory` (function): `activemq_factory()` starts another private broker in the
   test's tmp dir (kill/restart freely); all are stopped at teardown.
+- `rabbitmq`, `rabbitmq_factory`: the same for private RabbitMQ nodes with the STOMP plugin
+  (`devtools.rabbitmq`; vhost `/`).
+- `stomp_broker` (session) and `broker_factory` (function): parametrized over both brokers
+  (ids `activemq`, `rabbitmq`; the RabbitMQ case is marked `rabbitmq`), for tests that must
+  hold on either; `.flavour` says which one a test got.
 - `nettel_service` (function): `nettel_service(brokers, *extra_args, env=None)` starts
   `python -m service serve` on a free port, waits for `GET /healthz` == 200 and returns a
   `ServiceProcess` (`.url`, `.process`, `.log_path`, `.log_text()`; from
@@ -19,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from devtools.activemq import ActiveMQProcess, free_port, start_activemq
+from devtools.rabbitmq import RabbitMQProcess, start_rabbitmq
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 SERVICE_START_TIMEOUT = 30.0
@@ -48,6 +54,55 @@ def activemq_factory(tmp_path: Path) -> Iterator[Callable[..., ActiveMQProcess]]
     yield start
     for broker in started:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQProcess]:
+    """One private RabbitMQ node (STOMP on a free port) for the whole test session."""
+    broker = start_rabbitmq(tmp_path_factory.mktemp("rabbitmq"), stomp_port=free_port())
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def rabbitmq_factory(tmp_path: Path) -> Iterator[Callable[..., RabbitMQProcess]]:
+    """Start extra private RabbitMQ nodes (free ports, tmp dir) to kill and restart."""
+    started: list[RabbitMQProcess] = []
+
+    def start(**kwargs: object) -> RabbitMQProcess:
+        base_dir = tmp_path / f"rabbitmq-{len(started)}"
+        broker = start_rabbitmq(base_dir, stomp_port=free_port(), **kwargs)  # type: ignore[arg-type]
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+BROKERS = [
+    pytest.param("activemq", id="activemq"),
+    pytest.param("rabbitmq", id="rabbitmq", marks=pytest.mark.rabbitmq),
+]
+
+
+@pytest.fixture(scope="session", params=BROKERS)
+def stomp_broker(request: pytest.FixtureRequest) -> ActiveMQProcess | RabbitMQProcess:
+    """The session's ActiveMQ broker, then its RabbitMQ node: tests using it run on both."""
+    broker: ActiveMQProcess | RabbitMQProcess = request.getfixturevalue(request.param)
+    return broker
+
+
+@pytest.fixture(params=BROKERS)
+def broker_factory(
+    request: pytest.FixtureRequest,
+) -> Callable[..., ActiveMQProcess | RabbitMQProcess]:
+    """`activemq_factory`, then `rabbitmq_factory`: fault tests using it run on both."""
+    factory: Callable[..., ActiveMQProcess | RabbitMQProcess]
+    factory = request.getfixturevalue(f"{request.param}_factory")
+    return factory
 
 
 @pytest.fixture

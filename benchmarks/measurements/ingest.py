@@ -207,7 +207,8 @@ def _corpus_figures(result: MeasurementResult, corpus: Corpus) -> None:
 
 def _register_subscriptions(brokers: str) -> None:
     spec = SubscriptionSpec(mode="durable", client_id=SERVICE_CLIENT, prefetch=PREFETCH)
-    service = [subscription_target(spec, topic, n) for n, topic in enumerate(TOPICS)]
+    targets = [subscription_target(spec, topic, n, "activemq") for n, topic in enumerate(TOPICS)]
+    service = [(target.destination, target.headers) for target in targets]
     register_durable(brokers, SERVICE_CLIENT, service)
     bare = [(topic, durable_headers(BARE_CLIENT, n, PREFETCH)) for n, topic in enumerate(TOPICS)]
     register_durable(brokers, BARE_CLIENT, bare)

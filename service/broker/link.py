@@ -3,21 +3,23 @@
 stomp.py does the protocol (STOMP 1.2, heart-beats, failover over the broker list on connect),
 over `stomp_transport.BufferedConnection12` (its leaner receive path). `BrokerLink` adds:
 
-- a supervisor thread that connects (credentials, the user's CONNECT headers, TLS), runs the
-  user's `on_connect` step (e.g. SUBSCRIBE) and only then counts as connected;
+- a supervisor thread that connects (credentials, the user's CONNECT headers, vhost, TLS),
+  runs the user's `on_connect` step (e.g. SUBSCRIBE) and only then counts as connected;
 - disconnect detection: stomp.py's listener events (`on_disconnected`, `on_heartbeat_timeout`),
   a user's `report_lost` (a failed send), and a check of the socket every second;
 - reconnecting with capped exponential backoff and jitter (`backoff_seconds`);
 - the connected state (`connected`, `connection`, `wait_connected`, `disconnected_seconds`) and
   a clean `stop` that returns promptly also while the brokers are away.
 
-Log lines (on the user's logger, named by its `label`): "<label> connected", "<label> connection
-lost" (warning), "<label> connect failed" (warning, with the error's type and whether TLS was on).
+Log lines (on the user's logger, named by its `label`): "<label> connected" (with the broker's
+`server` header), "<label> connection lost" (warning), "<label> connect failed" (warning, with
+the error's type, its message as `reason` when it has one, and whether TLS was on).
 
-With `tls` every broker is reached over TLS (ActiveMQ's ``stomp+ssl`` connector): the broker's
-certificate must chain to the given CA file (or to the system's CAs) and name the host as it is
-written in the broker list; a client certificate is presented when one is given. The passcode is
-only ever sent in the CONNECT frame and never logged.
+With `tls` every broker is reached over TLS (ActiveMQ's ``stomp+ssl`` connector, RabbitMQ's
+``stomp.listeners.ssl``): the broker's certificate must chain to the given CA file (or to the
+system's CAs) and name the host as it is written in the broker list; a client certificate is
+presented when one is given. The passcode is only ever sent in the CONNECT frame and never
+logged.
 """
 
 from __future__ import annotations
@@ -71,8 +73,10 @@ class BrokerLink:
     """Keeps one connection to the first reachable of `brokers` from a supervisor thread.
 
     `listener` gets the connection's frames (its `on_message` runs on stomp.py's receiver
-    thread); `on_connect(connection)` runs after each CONNECT, before the link counts as
-    connected: a StompException or OSError from it fails the attempt.
+    thread); `on_connect(connection)` runs after each CONNECT (the broker's CONNECTED frame is
+    in, `connection.server` names the broker), before the link counts as connected: a
+    StompException or OSError from it fails the attempt, logged with its message as `reason`.
+    `vhost` is the CONNECT frame's `host` header (stomp.py's default: the broker's host name).
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class BrokerLink:
         passcode: str | None = None,
         heartbeat_ms: int = 10_000,
         tls: TlsFiles | None = None,
+        vhost: str | None = None,
         connect_headers: Mapping[str, str] | None = None,
         listener: stomp.ConnectionListener | None = None,
         on_connect: Callable[[BufferedConnection12], object] | None = None,
@@ -95,6 +100,7 @@ class BrokerLink:
         self._credentials = (user, passcode)
         self._heartbeat_ms = heartbeat_ms
         self._tls = tls
+        self._vhost = vhost
         self._connect_headers = dict(connect_headers or {})
         self._listener = listener
         self._on_connect = on_connect
@@ -170,7 +176,9 @@ class BrokerLink:
     def _connect(self) -> bool:
         self._close()
         beats = (self._heartbeat_ms, self._heartbeat_ms)
-        connection = BufferedConnection12(self._brokers, heartbeats=beats, reconnect_attempts_max=1)
+        connection = BufferedConnection12(
+            self._brokers, heartbeats=beats, reconnect_attempts_max=1, vhost=self._vhost
+        )
         connection.set_listener("broker-link", _Watch(self, connection))
         if self._listener is not None:
             connection.set_listener(self._label, self._listener)
@@ -187,9 +195,10 @@ class BrokerLink:
                 self._on_connect(connection)
         except (StompException, OSError) as error:
             _disconnect_quietly(connection)
+            reason = {"reason": str(error)} if str(error) else {}
             self._log.warning(
                 f"{self._label} connect failed",
-                extra={"error": type(error).__name__, "tls": self._tls is not None},
+                extra={"error": type(error).__name__, "tls": self._tls is not None, **reason},
             )
             return False
         with self._lock:
@@ -200,7 +209,8 @@ class BrokerLink:
         if stopped:
             _disconnect_quietly(connection)
             return False
-        self._log.info(f"{self._label} connected", extra=self._log_extra)
+        server = {"server": connection.server}
+        self._log.info(f"{self._label} connected", extra=self._log_extra | server)
         return True
 
     def _mark_up(self) -> None:

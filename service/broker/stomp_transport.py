@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import re
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import stomp
 from stomp import exception
 from stomp import log as stomp_log
 from stomp.connect import BaseConnection
+from stomp.constants import CMD_ACK, HDR_ID
 from stomp.listener import ConnectionListener
 from stomp.protocol import Protocol12
-from stomp.utils import HEARTBEAT_FRAME, Frame
+from stomp.utils import HEARTBEAT_FRAME, Frame, convert_frame, pack
 
 from service.broker.stomp_frames import parse_frame, preamble_bounds
 
@@ -83,6 +84,8 @@ class BufferedTransport(stomp.transport.Transport):
         super().__init__(host_and_ports, auto_decode=False, recv_bytes=RECV_BYTES, **options)
         self._unsplit = b""
         self._message_handlers: FrameHandlers | None = None
+        #: The headers of the broker's CONNECTED frame (`server` names the broker), once come.
+        self.connected_headers: dict[str, str] = {}
 
     def set_listener(self, name: str, listener: object) -> None:
         super().set_listener(name, listener)
@@ -107,6 +110,8 @@ class BufferedTransport(stomp.transport.Transport):
 
     def process_frame(self, f: Frame, frame_str: bytes) -> None:
         if f.cmd != "MESSAGE":
+            if f.cmd == "CONNECTED":  # kept before stomp.py lets connect(wait=True) return
+                self.connected_headers = dict(f.headers)
             super().process_frame(f, frame_str)
             return
         if stomp_log.isEnabledFor(stomp_log.DEBUG):
@@ -166,3 +171,23 @@ class BufferedConnection12(stomp.Connection12):
         transport = BufferedTransport(host_and_ports, **options)
         BaseConnection.__init__(self, transport)
         Protocol12.__init__(self, transport, heartbeats)
+
+    @property
+    def server(self) -> str | None:
+        """The `server` header of the broker's CONNECTED frame; None before it or without one."""
+        headers: dict[str, str] = self.transport.connected_headers
+        return headers.get("server")
+
+    def ack_all(self, ack_ids: Iterable[str]) -> None:
+        """ACK each frame of `ack_ids` (their `ack` headers) in one write to the socket.
+
+        As stomp.py's `ack`, one ACK frame per id, without a listener call per frame: with
+        `client-individual` acknowledgement every received message needs its own.
+        """
+        frames = []
+        for ack_id in ack_ids:
+            headers = {HDR_ID: ack_id}
+            self._escape_headers(headers)
+            frames.append(pack(convert_frame(Frame(CMD_ACK, headers))))
+        if frames:
+            self.transport.send(b"".join(frames))

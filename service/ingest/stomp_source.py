@@ -1,17 +1,23 @@
 """STOMP consumer: keeps a subscription on one of the configured brokers and feeds frames on.
 
-`broker.link.BrokerLink` keeps the connection (failover, TLS, heart-beats, reconnecting with
-capped backoff and jitter); this module subscribes each time it connects, in one of the modes:
+`broker.link.BrokerLink` keeps the connection (failover, vhost, TLS, heart-beats, reconnecting
+with capped backoff and jitter); this module subscribes each time it connects, in one of the
+modes, with the headers of the broker's flavour (`broker.flavour`: configured, or named by the
+CONNECTED frame), built by `subscription_target`:
 
-- ``durable`` (default): ActiveMQ durable topic subscriptions (``client-id`` on CONNECT,
-  ``activemq.subscriptionName`` on SUBSCRIBE), so the broker keeps persistent messages while
-  nettel is away;
+- ``durable`` (default): the broker keeps persistent messages while nettel is away. ActiveMQ:
+  ``client-id`` on CONNECT, ``activemq.subscriptionName`` on SUBSCRIBE. RabbitMQ: a named
+  durable queue bound to the topic (``durable:true``, ``auto-delete:false``, ``x-queue-name``
+  ``<client-id>.<topic>``). Artemis: ``client-id`` and ``durable-subscription-name``, multicast;
 - ``virtual``: ActiveMQ virtual-topic consumer queues ``/queue/Consumer.<client-id>.<topic>``
-  (the operator must publish to ``VirtualTopic.*`` topics);
+  (the operator must publish to ``VirtualTopic.*`` topics); other brokers refuse it;
 - ``plain``: ordinary topic subscriptions; whatever is published while disconnected is lost.
 
-With ``ack="client"`` frames are acknowledged only through `acknowledge` (cumulatively, per
-subscription), which the persistence layer calls once a snapshot holds what they carried.
+With ``ack="client"`` frames are acknowledged only through `acknowledge`, which the persistence
+layer calls once what they carried is safe: on ActiveMQ in STOMP's ``client`` mode (cumulative,
+so the last frame of each subscription stands for the ones before it), on RabbitMQ and Artemis
+in ``client-individual`` mode (every frame its own ACK). Either way the broker stops delivering
+at ``prefetch`` unacknowledged messages (Artemis: a window of ``prefetch`` x 2 KiB).
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ from typing import Literal
 import stomp
 from stomp.exception import StompException
 
+from service.broker.flavour import Flavour, resolve_flavour
 from service.broker.link import BrokerLink, TlsFiles
 from service.broker.stomp_transport import BufferedConnection12
-from service.config import Address
+from service.config import Address, BrokerFlavour
 from service.ingest.ack_token import AckToken
 
 
@@ -41,6 +48,25 @@ class SubscriptionSpec:
     client_id: str = "nettel"
     ack: Literal["auto", "client"] = "auto"
     prefetch: int = 1000
+    flavour: BrokerFlavour = "auto"
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One SUBSCRIBE frame: destination, STOMP ack mode and the broker-specific headers."""
+
+    destination: str
+    ack: Literal["auto", "client", "client-individual"]
+    headers: dict[str, str]
+
+
+class SubscriptionRefused(StompException):
+    """The broker cannot take the configured subscription (e.g. virtual topics on RabbitMQ)."""
+
+
+#: Artemis counts its consumer window in bytes: this many per prefetched message (a perfSONAR
+#: message is about 1.7 KB on average).
+ARTEMIS_BYTES_PER_MESSAGE = 2048
 
 
 #: An arrival lag beyond this is no lag but a `timestamp` header in another sense or unit.
@@ -67,6 +93,7 @@ class StompSource:
         handler: FrameHandler,
         *,
         subscription: SubscriptionSpec = SubscriptionSpec(),
+        vhost: str | None = None,
         user: str | None = None,
         passcode: str | None = None,
         heartbeat_ms: int = 10_000,
@@ -78,6 +105,7 @@ class StompSource:
         self._handler = handler
         self._subscription = subscription
         self._generation = 0  # of the connection, counted when it subscribes
+        self._cumulative = True  # the current connection's acks cover the frames before them
         self._log = log or logging.getLogger("nettel.stomp")
         self._paused = threading.Event()
         self._last_stamp: tuple[str | None, float] = (None, 0.0)  # last `timestamp`, arrival
@@ -88,6 +116,7 @@ class StompSource:
             passcode=passcode,
             heartbeat_ms=heartbeat_ms,
             tls=tls,
+            vhost=vhost,
             connect_headers={"client-id": subscription.client_id} if durable else None,
             listener=_Listener(self),
             on_connect=self._subscribe,
@@ -137,17 +166,21 @@ class StompSource:
         return lag if abs(lag) < PLAUSIBLE_LAG_SECONDS else None
 
     def acknowledge(self, tokens: Iterable[AckToken]) -> int:
-        """Ack frames received on the current connection; older ones will be redelivered anyway."""
-        connection, acked = self._link.connection, 0
-        for token in tokens:
-            if connection is None or token.generation != self._generation:
-                continue
-            try:
-                connection.ack(token.ack_id)
-                acked += 1
-            except (StompException, OSError):
-                self._log.warning("acknowledgement failed; the broker will redeliver")
-        return acked
+        """Ack frames received on the current connection (older ones will be redelivered
+        anyway), in order: every one, or with cumulative acks the last of each subscription;
+        returns how many ACK frames went out."""
+        connection, generation = self._link.connection, self._generation
+        current = [token for token in tokens if token.generation == generation]
+        if connection is None or not current:
+            return 0
+        if self._cumulative:
+            current = list({token.subscription: token for token in current}.values())
+        try:
+            connection.ack_all(token.ack_id for token in current)
+        except (StompException, OSError):
+            self._log.warning("acknowledgement failed; the broker will redeliver")
+            return 0
+        return len(current)
 
     def start(self) -> None:
         self._link.start()
@@ -182,22 +215,75 @@ class StompSource:
 
     def _subscribe(self, connection: BufferedConnection12) -> None:
         """BrokerLink's step after CONNECT: subscribe to every topic on the new connection."""
-        self._generation += 1
         spec = self._subscription
-        for number, topic in enumerate(self._topics):
-            destination, headers = subscription_target(spec, topic, number)
-            connection.subscribe(destination, id=str(number), ack=spec.ack, headers=headers)
+        flavour, guessed = resolve_flavour(spec.flavour, connection.server)
+        if guessed:
+            self._log.warning(
+                "broker flavour unknown; subscribing as to ActiveMQ (set --broker-flavour)",
+                extra={"server": connection.server},
+            )
+        targets = [subscription_target(spec, t, n, flavour) for n, t in enumerate(self._topics)]
+        self._generation += 1
+        self._cumulative = all(target.ack == "client" for target in targets)
+        for number, target in enumerate(targets):
+            connection.subscribe(
+                target.destination, id=str(number), ack=target.ack, headers=target.headers
+            )
 
 
 def subscription_target(
-    spec: SubscriptionSpec, topic: str, number: int
-) -> tuple[str, dict[str, str]]:
-    """Destination and SUBSCRIBE headers for `topic` in the configured mode."""
+    spec: SubscriptionSpec, topic: str, number: int, flavour: Flavour
+) -> Subscription:
+    """The SUBSCRIBE frame for `topic` (subscription `number`) in the configured mode on a
+    broker of `flavour`; SubscriptionRefused when that broker has no such mode.
+
+    >>> spec = SubscriptionSpec(client_id="nettel-a", ack="client", prefetch=500)
+    >>> subscription_target(spec, "/topic/perfsonar.raw.packet-loss-rate", 1, "rabbitmq")
+    ... # doctest: +NORMALIZE_WHITESPACE
+    Subscription(destination='/topic/perfsonar.raw.packet-loss-rate', ack='client-individual',
+        headers={'prefetch-count': '500', 'durable': 'true', 'auto-delete': 'false',
+                 'x-queue-name': 'nettel-a.perfsonar.raw.packet-loss-rate'})
+    """
+    explicit = spec.ack == "client"
+    if flavour == "activemq":
+        return _activemq_target(spec, topic, number, explicit)
+    if spec.mode == "virtual":
+        raise SubscriptionRefused(
+            f"subscription virtual needs ActiveMQ's virtual topics; the broker is {flavour}: "
+            "use --subscription durable"
+        )
+    ack: Literal["auto", "client-individual"] = "client-individual" if explicit else "auto"
+    durable = spec.mode == "durable"
+    if flavour == "rabbitmq":
+        headers = {"prefetch-count": str(spec.prefetch)}
+        if durable:  # booleans as the lowercase strings RabbitMQ takes
+            queue = f"{spec.client_id}.{_topic_name(topic)}"
+            headers |= {"durable": "true", "auto-delete": "false", "x-queue-name": queue}
+        return Subscription(topic, ack, headers)
+    headers = {"consumer-window-size": str(spec.prefetch * ARTEMIS_BYTES_PER_MESSAGE)}
+    if durable:
+        name = f"{spec.client_id}-{number}"
+        headers |= {"durable-subscription-name": name, "subscription-type": "MULTICAST"}
+    return Subscription(topic, ack, headers)
+
+
+def _activemq_target(
+    spec: SubscriptionSpec, topic: str, number: int, explicit: bool
+) -> Subscription:
     headers = {"activemq.prefetchSize": str(spec.prefetch)}
+    ack: Literal["auto", "client"] = "client" if explicit else "auto"
     if spec.mode == "durable":
         headers["activemq.subscriptionName"] = f"{spec.client_id}-{number}"
-        return topic, headers
-    if spec.mode == "virtual":
+    elif spec.mode == "virtual":
         name = topic.removeprefix("/topic/")
-        return f"/queue/Consumer.{spec.client_id}.{name}", headers
-    return topic, headers
+        return Subscription(f"/queue/Consumer.{spec.client_id}.{name}", ack, headers)
+    return Subscription(topic, ack, headers)
+
+
+def _topic_name(destination: str) -> str:
+    """`/topic/a.b` -> `a.b`; other destinations with their slashes as dots.
+
+    >>> _topic_name("/topic/perfsonar.raw.x"), _topic_name("/exchange/amq.topic/perfsonar.raw.x")
+    ('perfsonar.raw.x', 'exchange.amq.topic.perfsonar.raw.x')
+    """
+    return destination.removeprefix("/topic/").strip("/").replace("/", ".")

@@ -97,5 +97,6 @@ def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
         passcode=settings.broker_passcode(),
         heartbeat_ms=settings.heartbeat_ms,
         tls=broker_tls_files(settings),
+        vhost=settings.broker_vhost,
         min_interval=settings.interval,
     )

@@ -1,4 +1,5 @@
-"""100,000 hostile messages interleaved with 2,000 valid ones through the real broker.
+"""100,000 hostile messages interleaved with 2,000 valid ones through a real broker (ActiveMQ,
+then RabbitMQ).
 
 Every hostile kind carries known reasons (a message with several bad datapoints counts one per
 datapoint), so at the end `nettel_rejected_total{reason}` must equal, reason by reason, exactly
@@ -23,7 +24,7 @@ import pytest
 import stomp
 
 from service.parse.limits import InputLimits
-from tests.integration.wire import current_minute_ts, get_json, wait_for
+from tests.integration.wire import VHOST, current_minute_ts, get_json, wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -225,7 +226,9 @@ def publish_all(brokers: str, messages: list[tuple[str, bytes]]) -> None:
 
     def run(share: list[tuple[str, bytes]]) -> None:
         try:
-            connection = stomp.Connection12([(host, int(port))], auto_content_length=True)
+            connection = stomp.Connection12(
+                [(host, int(port))], auto_content_length=True, vhost=VHOST
+            )
             connection.connect(wait=True)
             for topic, body in share:
                 connection.send(topic, body)
@@ -281,9 +284,11 @@ def settled(base_url: str, expected_frames: int) -> Callable[[], dict[str, float
 # --- the test ----------------------------------------------------------------------------------
 
 
-def test_hostile_flood_counts_every_reason_and_loses_no_valid_datapoint(activemq, nettel_service):
+def test_hostile_flood_counts_every_reason_and_loses_no_valid_datapoint(
+    stomp_broker, nettel_service
+):
     service = nettel_service(
-        activemq.brokers,
+        stomp_broker.brokers,
         "--interval",
         "2",
         "--model",
@@ -302,7 +307,7 @@ def test_hostile_flood_counts_every_reason_and_loses_no_valid_datapoint(activemq
     assert sum(plan.kinds.values()) == HOSTILE_COUNT and len(plan.valid) == VALID_COUNT
 
     started = time.monotonic()
-    publish_all(activemq.brokers, plan.messages)
+    publish_all(stomp_broker.brokers, plan.messages)
     published_in = time.monotonic() - started
     samples = wait_for(
         settled(service.url, len(plan.messages)), timeout=120, interval=1.0, what="every frame"

@@ -1,4 +1,6 @@
-"""Faults under a steady sequence-numbered feed: broker killed, service stopped, service killed.
+"""Faults under a steady sequence-numbered feed: broker killed, service stopped, service killed;
+each on ActiveMQ (durable topic subscription, cumulative acks) and on RabbitMQ (durable queue,
+individual acks).
 
 Each test ends by demanding that every datapoint the broker confirmed is in the service's state,
 each exactly once (one link per sequence number, one sample per link).
@@ -44,9 +46,9 @@ def assert_all_landed(service: ServiceProcess, published: list[int], timeout: fl
 
 
 def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
-    activemq_factory, nettel_service
+    broker_factory, nettel_service
 ):
-    broker = activemq_factory()
+    broker = broker_factory()
     service = nettel_service(
         broker.brokers, "--interval", "1", "--heartbeat-ms", "2000", "--client-id", "fault-1"
     )
@@ -73,9 +75,9 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
 
 
 def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
-    activemq_factory, nettel_service, tmp_path
+    broker_factory, nettel_service, tmp_path
 ):
-    broker = activemq_factory()
+    broker = broker_factory()
     args = ("--interval", "1", "--state-dir", str(tmp_path / "state"), "--client-id", "fault-2")
     service = nettel_service(broker.brokers, *args)
     wait_until_subscribed(service.url, broker.brokers)
@@ -95,8 +97,8 @@ def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
     assert_all_landed(restarted, feed.stop())
 
 
-def test_sigkill_at_a_random_moment_loses_nothing(activemq_factory, nettel_service, tmp_path):
-    broker = activemq_factory()
+def test_sigkill_at_a_random_moment_loses_nothing(broker_factory, nettel_service, tmp_path):
+    broker = broker_factory()
     args = (
         "--interval",
         "1",

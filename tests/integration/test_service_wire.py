@@ -1,4 +1,5 @@
-"""`nettel serve` against a real ActiveMQ: messages in over STOMP, matrix out over HTTP."""
+"""`nettel serve` against a real broker (ActiveMQ, then RabbitMQ): messages in over STOMP,
+matrix out over HTTP."""
 
 from __future__ import annotations
 
@@ -29,19 +30,21 @@ def link_in(matrix: dict | None, source: str, destination: str) -> dict | None:
 
 
 @pytest.fixture
-def service(activemq, nettel_service, tmp_path):
+def service(stomp_broker, nettel_service, tmp_path):
     topology = tmp_path / "topology.yaml"
     topology.write_text(
         "SITE-A: [ps-latency.site-a.example.org]\n"
         "SITE-B: [198.51.100.20]\n"
         "SITE-C: [ps-lat.site-c.example.com]\n"
     )
-    return nettel_service(activemq.brokers, "--interval", "1", "--topology", str(topology))
+    service = nettel_service(stomp_broker.brokers, "--interval", "1", "--topology", str(topology))
+    wait_for(lambda: get_json(f"{service.url}/readyz"), what="ready (subscribed)")
+    return service
 
 
 @pytest.fixture
-def publisher(activemq):
-    pub = Publisher(activemq.brokers)
+def publisher(stomp_broker):
+    pub = Publisher(stomp_broker.brokers)
     yield pub
     pub.close()
 
@@ -165,8 +168,8 @@ def test_malformed_burst_is_counted_by_reason_and_valid_messages_all_land(servic
     assert metric_value(service.url, "nettel_broker_connected") == 1.0
 
 
-def test_readyz_turns_503_when_the_broker_stops(activemq_factory, nettel_service):
-    broker = activemq_factory()
+def test_readyz_turns_503_when_the_broker_stops(broker_factory, nettel_service):
+    broker = broker_factory()
     service = nettel_service(broker.brokers, "--interval", "1", "--heartbeat-ms", "1000")
     wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
     broker.kill()

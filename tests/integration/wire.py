@@ -29,12 +29,17 @@ def current_minute_ts(minutes_ago: int = 0) -> int:
     return (int(time.time()) // 60 - minutes_ago) * 60
 
 
+#: The STOMP `host` header of every test connection: RabbitMQ's default vhost (stomp.py would
+#: send the broker's host name, which RabbitMQ takes for a vhost); ActiveMQ ignores it.
+VHOST = "/"
+
+
 class Publisher:
     """A plain stomp.py producer on the test broker."""
 
     def __init__(self, brokers: str) -> None:
         host, port = brokers.rsplit(":", 1)
-        self.connection = stomp.Connection12([(host, int(port))])
+        self.connection = stomp.Connection12([(host, int(port))], vhost=VHOST)
         self.connection.connect(wait=True)
 
     def send(self, topic: str, body: dict[str, Any] | str | bytes) -> None:
@@ -125,7 +130,7 @@ class SequenceFeed:
                 time.sleep(0.5)
 
     def _connect(self) -> stomp.Connection12:
-        connection = stomp.Connection12(self._address, reconnect_attempts_max=1)
+        connection = stomp.Connection12(self._address, reconnect_attempts_max=1, vhost=VHOST)
         connection.set_listener("receipts", _ReceiptListener(self._receipts))
         connection.connect(wait=True)
         return connection

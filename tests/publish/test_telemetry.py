@@ -1,4 +1,5 @@
-"""Telemetry in netTel's layout: message builder, change detection, queue, and the real broker."""
+"""Telemetry in netTel's layout: message builder, change detection, queue, and the real brokers
+(ActiveMQ and RabbitMQ)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import stomp
 
 from service.analysis.predictor import ModelInfo
 from service.publish.telemetry import TelemetryPublisher, build_telemetry_message, changed_links
-from tests.integration.wire import current_minute_ts, get_json, load_sample, wait_for
+from tests.integration.wire import VHOST, current_minute_ts, get_json, load_sample, wait_for
 from tests.publish.support import TS, host_link, make_matrix
 from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
 
@@ -112,7 +113,7 @@ class Subscriber(stomp.ConnectionListener):
         host, port = brokers.rsplit(":", 1)
         self.messages: list[tuple[dict[str, str], dict]] = []
         self._lock = threading.Lock()
-        self.connection = stomp.Connection12([(host, int(port))])
+        self.connection = stomp.Connection12([(host, int(port))], vhost=VHOST)
         self.connection.set_listener("collect", self)
         self.connection.connect(wait=True)
         self.connection.subscribe(destination, id="telemetry", ack="auto")
@@ -131,9 +132,15 @@ class Subscriber(stomp.ConnectionListener):
 
 
 @pytest.fixture
-def subscriber(activemq):
+def bus(stomp_broker):
+    """Both brokers: the publisher and the service's telemetry connection on each."""
+    return stomp_broker
+
+
+@pytest.fixture
+def subscriber(bus):
     topic = f"/topic/telemetry.test-{uuid.uuid4().hex[:8]}"
-    listener = Subscriber(activemq.brokers, topic)
+    listener = Subscriber(bus.brokers, topic)
     yield topic, listener
     listener.close()
 
