@@ -18,18 +18,9 @@ from dataclasses import dataclass, field
 
 from service.parse.perfsonar import canonical_ip
 from service.parse.records import LinkEndpoints, NamedEndpoints
-from service.state.topology import Topology
+from service.state.topology import Topology, host_key
 
 Key = tuple[str, str]
-
-
-def host_key(name: str) -> str:
-    """A host name as the index compares it: lower case, no surrounding space or final dot.
-
-    >>> host_key(" PS-Latency.Site-A.example.org. ")
-    'ps-latency.site-a.example.org'
-    """
-    return name.strip().rstrip(".").lower()
 
 
 @dataclass

@@ -1,15 +1,47 @@
-"""Which site each perfSONAR host belongs to, from an operator's topology mapping."""
+"""Which site each perfSONAR host belongs to: host names, addresses and the sites' networks.
+
+A `Topology` is immutable; a refresh builds a new one. `site_of` matches an exact host name,
+then an exact address, then the longest network (IPv4 or IPv6) holding the address.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from service.parse.perfsonar import canonical_ip
+from service.state.prefix_table import Network, PrefixTable
+
+
+def host_key(name: str) -> str:
+    """A host name as the index compares it: lower case, no surrounding space or final dot.
+
+    >>> host_key(" PS-Latency.Site-A.example.org. ")
+    'ps-latency.site-a.example.org'
+    """
+    return name.strip().rstrip(".").lower()
 
 
 @dataclass(frozen=True)
 class Topology:
-    """Host name or IP (lower-cased) -> site name; empty when no topology file is configured."""
+    """Host name or address -> site, and site -> its networks; empty without a topology."""
 
+    #: `host_key` of a host name, or an address in canonical form -> site.
     site_by_host: dict[str, str] = field(default_factory=dict)
+    #: Site -> its networks as canonical CIDR text (IPv4 then IPv6, each in address order).
+    networks_by_site: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Inventory entries left out of matching, each with why (e.g. a network of two sites).
+    skipped: tuple[str, ...] = ()
+    _prefixes: PrefixTable = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        entries = (
+            (ipaddress.ip_network(cidr), site)
+            for site, networks in self.networks_by_site.items()
+            for cidr in networks
+        )
+        object.__setattr__(self, "_prefixes", PrefixTable.build(entries))
 
     @classmethod
     def from_mapping(cls, sites: dict[str, list[str]]) -> Topology:
@@ -17,7 +49,7 @@ class Topology:
         site_by_host: dict[str, str] = {}
         for site, hosts in sites.items():
             for host in hosts:
-                key = str(host).strip().lower()
+                key = entry_key(str(host))
                 if site_by_host.get(key, site) != site:
                     raise ValueError(
                         f"host {host!r} is listed under {site_by_host[key]!r} and {site!r}"
@@ -25,9 +57,77 @@ class Topology:
                 site_by_host[key] = str(site)
         return cls(site_by_host)
 
+    @classmethod
+    def from_inventory(
+        cls, hosts: Iterable[tuple[str, str]], networks: Iterable[tuple[str, str]]
+    ) -> Topology:
+        """Build from an inventory's `(host name or IP, site)` and `(CIDR, site)` pairs.
+
+        An inventory is not the operator's to fix, so a host or network it gives two sites and
+        a network that does not parse are left out (named in `skipped`), not refused.
+        """
+        site_by_host, skipped = _unambiguous((entry_key(host), site) for host, site in hosts)
+        parsed: list[tuple[str, str]] = []
+        for cidr, site in networks:
+            try:
+                parsed.append((str(ipaddress.ip_network(cidr.strip(), strict=False)), site))
+            except ValueError:
+                skipped.append(f"network {cidr!r} of {site!r} is not an IP network")
+        site_by_network, ambiguous = _unambiguous(parsed)
+        grouped: dict[str, list[str]] = {}
+        for cidr, site in site_by_network.items():
+            grouped.setdefault(site, []).append(cidr)
+        by_site = {site: _network_order(cidrs) for site, cidrs in sorted(grouped.items())}
+        return cls(site_by_host, by_site, tuple(skipped + ambiguous))
+
     @property
     def sites(self) -> list[str]:
-        return sorted(set(self.site_by_host.values()))
+        return sorted(set(self.site_by_host.values()) | set(self.networks_by_site))
+
+    def networks_of(self, site: str) -> tuple[str, ...]:
+        """The site's networks as canonical CIDR text, IPv4 then IPv6, each in address order;
+        empty when the topology gives it none (a host list, a pSConfig file, an unknown site).
+
+        >>> topology = Topology.from_inventory(
+        ...     [], [("2001:DB8::/32", "A"), ("192.0.2.7/24", "A"), ("10.0.0.0/8", "A")]
+        ... )
+        >>> topology.networks_of("A"), topology.networks_of("B")
+        (('10.0.0.0/8', '192.0.2.0/24', '2001:db8::/32'), ())
+        """
+        return self.networks_by_site.get(site, ())
 
     def site_of(self, host: str, ip: str) -> str | None:
-        return self.site_by_host.get(host.lower()) or self.site_by_host.get(ip.lower())
+        """Site of an end: by host name, else by address, else by the longest network."""
+        site = self.site_by_host.get(host_key(host))
+        if site is not None:
+            return site
+        try:
+            address = ipaddress.ip_address(ip.strip())
+        except ValueError:  # an end known by name only
+            return self.site_by_host.get(host_key(ip))
+        return self.site_by_host.get(str(address)) or self._prefixes.lookup(address)
+
+
+def entry_key(text: str) -> str:
+    """A host name's `host_key`, or an address's canonical text."""
+    return canonical_ip(text) or host_key(text)
+
+
+def _unambiguous(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+    """`{key: site}` of keys given one site only, and what was dropped for having two."""
+    sites_of: dict[str, set[str]] = {}
+    for key, site in pairs:
+        sites_of.setdefault(key, set()).add(site)
+    chosen = {key: next(iter(sites)) for key, sites in sites_of.items() if len(sites) == 1}
+    dropped = [
+        f"{key} is given to {', '.join(sorted(sites))}; matched to none"
+        for key, sites in sites_of.items()
+        if len(sites) > 1
+    ]
+    return chosen, dropped
+
+
+def _network_order(cidrs: Iterable[str]) -> tuple[str, ...]:
+    networks: list[Network] = [ipaddress.ip_network(cidr) for cidr in set(cidrs)]
+    networks.sort(key=lambda n: (n.version, int(n.network_address), n.prefixlen))
+    return tuple(str(network) for network in networks)
