@@ -3,16 +3,18 @@
 #
 #   bash scripts/test.sh [pytest arguments]
 #
-# Installs Debian's activemq if missing (the broker tests start private instances of it),
-# creates .venv, installs nettel with its test extras and runs ruff, mypy and pytest (the tests
-# and the packages' doctests) from the venv.
+# Installs Debian's activemq and rabbitmq-server if missing (the broker tests start private
+# instances of both on ports of their own; the rabbitmq-server package may start its system node
+# on 5672 as well, which the tests leave alone), creates .venv, installs nettel with its test
+# extras and runs ruff, mypy and pytest (the tests and the packages' doctests) from the venv.
 # Exits with pytest's status; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # shellcheck source=scripts/setup.sh
 source scripts/setup.sh
-install_system_packages chromium openssl  # the web view's e2e test; TLS client certificates
+# the web view's e2e test; TLS client certificates; the RabbitMQ tests (rabbitmq_stomp is in it)
+install_system_packages chromium openssl rabbitmq-server
 install_venv ".[test,training]"  # training: Keras parity and pipeline tests
 install_promtool
 

@@ -37,9 +37,9 @@ VHOST = "/"
 class Publisher:
     """A plain stomp.py producer on the test broker."""
 
-    def __init__(self, brokers: str) -> None:
+    def __init__(self, brokers: str, vhost: str = VHOST) -> None:
         host, port = brokers.rsplit(":", 1)
-        self.connection = stomp.Connection12([(host, int(port))], vhost=VHOST)
+        self.connection = stomp.Connection12([(host, int(port))], vhost=vhost)
         self.connection.connect(wait=True)
 
     def send(self, topic: str, body: dict[str, Any] | str | bytes) -> None:
