@@ -1,223 +1,146 @@
-"""ALTO (RFC 7285) views of the cost matrix: directory, network map and cost maps.
+"""ALTO's HTTP resources (RFC 7285): directory, network map, cost maps (GET, and POST for a
+filtered one) and the endpoint cost service (POST).
 
-PIDs are sites; a host without a site stands for itself (as in `views.aggregate_sites`). Each
-PID lists its hosts' addresses as /32 or /128 prefixes. PID names keep the site name when it is
-already valid (letters, digits, '-', ':', '@', '_'; at most 64 characters); any other name has
-each invalid character replaced by '_', is cut to leave room, and gets '_' plus 8 hex digits
-of a BLAKE2b hash of the original appended (16 or 32 digits if that name is taken), so names
-stay unique and the same site always gets the same PID within one set of sites.
-
-The network map's vtag is a hash of its content (PID names and addresses): it changes exactly
-when a PID or an address appears or goes. Cost maps (`priv:nettel-cost`, RFC 9439's `delay-ow`
-in microseconds and `lossrate` in percent) are numerical site-to-site values from the site-level
-aggregation and name that vtag in `dependent-vtags`.
+Replies carry their media type exactly as the RFC writes it, with no parameters (deployed
+clients compare the whole header). A POST body must come as the resource's media type (415
+otherwise) and within MAX_REQUEST_BYTES (413); an `Accept` header, when there is one, must admit
+the reply's media type (406). Every refusal is an ALTO error document (`alto_protocol`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
-import re
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.routing import APIRoute
 
-from service.matrix.link_record import LinkRecord, site_key
+from service.publish.alto_protocol import (
+    COST_MAP_FILTER_MEDIA,
+    COST_MAP_MEDIA,
+    DIRECTORY_MEDIA,
+    E_INVALID_FIELD_VALUE,
+    E_SYNTAX,
+    ENDPOINT_COST_MEDIA,
+    ENDPOINT_COST_PARAMS_MEDIA,
+    ERROR_MEDIA,
+    NETWORK_MAP_MEDIA,
+    AltoError,
+    accepts,
+    bare_media_type,
+)
+from service.publish.alto_requests import parse_endpoint_cost, parse_filtered_cost_map
+from service.publish.alto_view import METRICS, AltoView, CostMetric, directory_document
 
-DIRECTORY_MEDIA = "application/alto-directory+json"
-NETWORK_MAP_MEDIA = "application/alto-networkmap+json"
-COST_MAP_MEDIA = "application/alto-costmap+json"
-ERROR_MEDIA = "application/alto-error+json"
-NETWORK_MAP_ID = "networkmap"
-PID_MAX_LENGTH = 64
-_INVALID_PID_CHARS = re.compile(r"[^A-Za-z0-9\-:@_]")
-
-
-@dataclass(frozen=True)
-class CostMetric:
-    """One cost metric offered as a numerical cost map."""
-
-    name: str
-    description: str
-    value: Callable[[LinkRecord], float | None]
-    cost_source: str | None = None
-
-    @property
-    def slug(self) -> str:
-        return self.name.removeprefix("priv:")
+MAX_REQUEST_BYTES = 1 << 20
 
 
-def _scaled(value: float | None, factor: float, digits: int) -> float | None:
-    return None if value is None else round(value * factor, digits)
+class AltoRoute(APIRoute):
+    """A route whose AltoError, raised by the handler or a dependency, answers as ALTO error."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except AltoError as error:
+                return alto_response(error.document(), ERROR_MEDIA, error.status)
+
+        return handle
 
 
-METRICS: dict[str, CostMetric] = {
-    metric.name: metric
-    for metric in (
-        CostMetric(
-            "priv:nettel-cost",
-            "nettel link cost: 0 idle and healthy .. 1 unusable",
-            lambda link: link["cost"],
-        ),
-        CostMetric(
-            "delay-ow",
-            "mean one-way delay of the newest minute, microseconds",
-            lambda link: _scaled(link["delay_ms"]["mean"], 1000, 1),
-            "estimation",
-        ),
-        CostMetric(
-            "lossrate",
-            "packet loss of the newest minute, percent",
-            lambda link: _scaled(link["packet_loss"], 100, 4),
-            "estimation",
-        ),
-    )
-}
+def alto_response(document: dict[str, Any], media_type: str, status_code: int = 200) -> Response:
+    return Response(orjson.dumps(document), status_code=status_code, media_type=media_type)
 
 
-def build_pid_names(keys: Iterable[str]) -> dict[str, str]:
-    """Site key -> unique valid PID name (valid names kept as they are).
+def replying(media_type: str) -> Callable[[Request], None]:
+    """A dependency refusing (406) a request whose `Accept` rules out `media_type`."""
 
-    >>> build_pid_names(["CERN-PROD", "ps.ral.ac.uk"])["ps.ral.ac.uk"][:13]
-    'ps_ral_ac_uk_'
-    """
-    ordered = sorted(set(keys))
-    names = {key: key for key in ordered if is_valid_pid(key)}
-    taken = set(names.values())
-    for key in ordered:
-        if key not in names:
-            names[key] = _hashed_pid(key, taken)
-            taken.add(names[key])
-    return names
+    def check(request: Request) -> None:
+        accept = request.headers.get("accept")
+        if not accepts(accept, media_type):
+            raise AltoError(E_INVALID_FIELD_VALUE, "Accept", accept, status=406)
+
+    return check
 
 
-def is_valid_pid(name: str) -> bool:
-    return 0 < len(name) <= PID_MAX_LENGTH and not _INVALID_PID_CHARS.search(name)
+def request_body(media_type: str) -> Callable[[Request], Awaitable[bytes]]:
+    """A dependency giving the body of a request sent as `media_type` (else 415; 413 if big)."""
+
+    async def body(request: Request) -> bytes:
+        content_type = request.headers.get("content-type")
+        if bare_media_type(content_type) != media_type:
+            raise AltoError(E_INVALID_FIELD_VALUE, "Content-Type", content_type, status=415)
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_REQUEST_BYTES:  # read no further
+                too_large = f"request body over {MAX_REQUEST_BYTES} bytes"
+                raise AltoError(E_SYNTAX, status=413, syntax_error=too_large)
+        return bytes(data)
+
+    return body
 
 
-def _hashed_pid(key: str, taken: set[str]) -> str:
-    stem = _INVALID_PID_CHARS.sub("_", key)
-    digest = hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
-    candidates = [f"{stem[: PID_MAX_LENGTH - 1 - size]}_{digest[:size]}" for size in (8, 16, 32)]
-    return next((name for name in candidates if name not in taken), candidates[-1])
-
-
-class AltoView:
-    """ALTO documents of one snapshot, from its host links and their site-level aggregation."""
-
-    def __init__(self, links: Sequence[LinkRecord], site_links: Sequence[LinkRecord]) -> None:
-        self._links = links
-        self._site_links = site_links
-
-    @cached_property
-    def pids(self) -> dict[str, str]:
-        return build_pid_names(self._addresses)
-
-    @cached_property
-    def network_map(self) -> dict[str, dict[str, list[str]]]:
-        return {self.pids[key]: _prefixes(ips) for key, ips in sorted(self._addresses.items())}
-
-    @cached_property
-    def vtag(self) -> str:
-        content = orjson.dumps(self.network_map, option=orjson.OPT_SORT_KEYS)
-        return hashlib.blake2b(content, digest_size=20).hexdigest()
-
-    def network_map_document(self) -> dict[str, Any]:
-        meta = {"vtag": {"resource-id": NETWORK_MAP_ID, "tag": self.vtag}}
-        return {"meta": meta, "network-map": self.network_map}
-
-    def cost_map_document(self, metric: CostMetric) -> dict[str, Any]:
-        cost_map: dict[str, dict[str, float]] = defaultdict(dict)
-        for link in self._site_links:
-            value = metric.value(link)
-            if value is not None:
-                cost_map[self.pids[link["source"]]][self.pids[link["destination"]]] = value
-        meta = {
-            "dependent-vtags": [{"resource-id": NETWORK_MAP_ID, "tag": self.vtag}],
-            "cost-type": {"cost-mode": "numerical", "cost-metric": metric.name},
-        }
-        return {"meta": meta, "cost-map": cost_map}
-
-    @cached_property
-    def _addresses(self) -> dict[str, set[str]]:
-        addresses: dict[str, set[str]] = defaultdict(set)
-        for link in self._links:
-            for side in ("source", "destination"):
-                addresses[site_key(link, side)].add(link[side])
-        return addresses
-
-
-def _prefixes(ips: Iterable[str]) -> dict[str, list[str]]:
-    """{"ipv4": [...], "ipv6": [...]} host prefixes; entries that are not IPs are left out."""
-    prefixes: dict[str, list[str]] = defaultdict(list)
-    for ip in ips:
-        try:
-            network = ipaddress.ip_network(ip)
-        except ValueError:
-            continue
-        prefixes[f"ipv{network.version}"].append(str(network))
-    return {family: sorted(values) for family, values in sorted(prefixes.items())}
-
-
-def directory_document(base_url: str) -> dict[str, Any]:
-    """The information resource directory: the network map and one cost map per metric."""
-    cost_types = {f"num-{m.slug}": _cost_type(m) for m in METRICS.values()}
-    resources: dict[str, Any] = {
-        NETWORK_MAP_ID: {"uri": f"{base_url}alto/networkmap", "media-type": NETWORK_MAP_MEDIA}
-    }
-    for metric in METRICS.values():
-        resources[f"costmap-{metric.slug}"] = {
-            "uri": f"{base_url}alto/costmap/{metric.name}",
-            "media-type": COST_MAP_MEDIA,
-            "capabilities": {"cost-type-names": [f"num-{metric.slug}"]},
-            "uses": [NETWORK_MAP_ID],
-        }
-    meta = {"cost-types": cost_types, "default-alto-network-map": NETWORK_MAP_ID}
-    return {"meta": meta, "resources": resources}
-
-
-def _cost_type(metric: CostMetric) -> dict[str, Any]:
-    cost_type: dict[str, Any] = {"cost-mode": "numerical", "cost-metric": metric.name}
-    if metric.cost_source:
-        cost_type["cost-context"] = {"cost-source": metric.cost_source}
-    return cost_type | {"description": metric.description}
-
-
-def error_document(code: str, field: str, value: str) -> dict[str, Any]:
-    """An ALTO error (RFC 7285 section 8.5.2)."""
-    return {"meta": {"code": code, "field": field, "value": value}}
+def offered_metric(metric: str) -> CostMetric:
+    """The cost map's metric from the path; one nettel does not offer is 404."""
+    if metric not in METRICS:
+        raise AltoError(E_INVALID_FIELD_VALUE, "cost-metric", metric, status=404)
+    return METRICS[metric]
 
 
 def build_alto_router(current_view: Callable[..., AltoView]) -> APIRouter:
-    """`GET /alto`, `/alto/networkmap`, `/alto/costmap/{metric}`; `current_view` is the
-    dependency giving the latest matrix's view (it may raise 503)."""
-    router = APIRouter(prefix="/alto", tags=["ALTO"])
+    """The ALTO resources under `/alto`; `current_view` is the dependency giving the latest
+    matrix's view (it may raise 503)."""
+    router = APIRouter(prefix="/alto", tags=["ALTO"], route_class=AltoRoute)
+    latest = Depends(current_view)
 
-    @router.get("", response_class=Response)
+    @router.get("", response_class=Response, dependencies=[Depends(replying(DIRECTORY_MEDIA))])
     def directory(request: Request) -> Response:
         """ALTO information resource directory (RFC 7285 section 9)."""
-        return _alto(directory_document(str(request.base_url)), DIRECTORY_MEDIA)
+        return alto_response(directory_document(str(request.base_url)), DIRECTORY_MEDIA)
 
-    @router.get("/networkmap", response_class=Response)
-    def network_map(view: AltoView = Depends(current_view)) -> Response:
-        """ALTO network map: one PID per site with its hosts' address prefixes."""
-        return _alto(view.network_map_document(), NETWORK_MAP_MEDIA)
+    @router.get(
+        "/networkmap", response_class=Response, dependencies=[Depends(replying(NETWORK_MAP_MEDIA))]
+    )
+    def network_map(view: AltoView = latest) -> Response:
+        """ALTO network map: one PID per site with its prefixes (section 11.2.1)."""
+        return alto_response(view.network_map_document(), NETWORK_MAP_MEDIA)
 
-    @router.get("/costmap/{metric}", response_class=Response, responses={404: {}})
-    def cost_map(metric: str, view: AltoView = Depends(current_view)) -> Response:
-        """ALTO numerical cost map for `priv:nettel-cost`, `delay-ow` or `lossrate`."""
-        if metric not in METRICS:
-            error = error_document("E_INVALID_FIELD_VALUE", "cost-metric", metric)
-            return _alto(error, ERROR_MEDIA, status_code=404)
-        return _alto(view.cost_map_document(METRICS[metric]), COST_MAP_MEDIA)
+    cost_map_media = [Depends(replying(COST_MAP_MEDIA))]
+
+    @router.get("/costmap/{metric}", response_class=Response, dependencies=cost_map_media)
+    def cost_map(metric: CostMetric = Depends(offered_metric), view: AltoView = latest) -> Response:
+        """ALTO numerical cost map of `priv:nettel-cost`, `delay-ow` or `lossrate` (11.2.3)."""
+        return alto_response(view.cost_map_document(metric), COST_MAP_MEDIA)
+
+    @router.post("/costmap/{metric}", response_class=Response, dependencies=cost_map_media)
+    def filtered_cost_map(
+        metric: CostMetric = Depends(offered_metric),
+        body: bytes = Depends(request_body(COST_MAP_FILTER_MEDIA)),
+        view: AltoView = latest,
+    ) -> Response:
+        """ALTO filtered cost map: `application/alto-costmapfilter+json` (section 11.3.2)."""
+        query = parse_filtered_cost_map(body, [metric.name])
+        document = view.cost_map_document(metric, query.srcs, query.dsts)
+        return alto_response(document, COST_MAP_MEDIA)
+
+    @router.post(
+        "/endpointcost",
+        response_class=Response,
+        dependencies=[Depends(replying(ENDPOINT_COST_MEDIA))],
+    )
+    def endpoint_cost(
+        request: Request,
+        body: bytes = Depends(request_body(ENDPOINT_COST_PARAMS_MEDIA)),
+        view: AltoView = latest,
+    ) -> Response:
+        """ALTO endpoint cost service: `application/alto-endpointcostparams+json` (11.5)."""
+        client = request.client.host if request.client else None
+        query = parse_endpoint_cost(body, METRICS, client)
+        document = view.endpoint_cost_document(METRICS[query.metric], query.srcs, query.dsts)
+        return alto_response(document, ENDPOINT_COST_MEDIA)
 
     return router
-
-
-def _alto(document: dict[str, Any], media_type: str, status_code: int = 200) -> Response:
-    return Response(orjson.dumps(document), status_code=status_code, media_type=media_type)

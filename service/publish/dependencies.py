@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
-from service.publish.alto import AltoView
+from service.publish.alto_view import AltoView
 from service.publish.ecosystem import Ecosystem
 from service.publish.stream import MatrixStream
 from service.runtime import Runtime

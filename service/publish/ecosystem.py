@@ -16,7 +16,7 @@ from service.matrix.cycle import MatrixCycle
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
-from service.publish.alto import AltoView
+from service.publish.alto_view import AltoView
 from service.publish.rucio import load_rse_map
 from service.publish.stream import MatrixStream
 from service.publish.telemetry import TelemetryPublisher
@@ -74,7 +74,14 @@ def build_ecosystem(runtime: Runtime) -> Ecosystem:
     site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(
         lambda matrix: aggregate_sites(matrix.links)
     )
-    alto_view = SnapshotMemo(lambda matrix: AltoView(matrix.links, site_links(matrix)))
+    alto_view = SnapshotMemo(  # the topology in use when the snapshot is first read
+        lambda matrix: AltoView(
+            matrix.links,
+            site_links(matrix),
+            version=matrix.etag.strip('"'),
+            networks_of=runtime.state.index.topology.networks_of,
+        )
+    )
     stream = MatrixStream(lambda: runtime.cycle.latest, site_links, settings.stream_cost_step)
     return Ecosystem(
         runtime.cycle,

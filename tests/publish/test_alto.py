@@ -1,28 +1,23 @@
-"""ALTO documents against the shapes of RFC 7285's examples (sections 9.2, 11.2.1.6, 11.2.3.6)."""
+"""ALTO's pure parts: PID names, the network map's prefixes and lookup, the vtag, and where an
+endpoint cost comes from (documents and errors over HTTP are in test_alto_http.py)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 import pytest
-from fastapi import FastAPI, HTTPException
-from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
 from service.matrix.views import aggregate_sites
-from service.publish.alto import (
-    METRICS,
-    AltoView,
-    build_alto_router,
-    build_pid_names,
-    is_valid_pid,
-)
+from service.publish.alto_network import build_network_map
+from service.publish.alto_pids import build_pid_names, is_valid_pid
+from service.publish.alto_requests import parse_typed_address
+from service.publish.alto_view import METRICS, AltoView
 from tests.publish.support import host_link
 
 PID_PATTERN = re.compile(r"^[A-Za-z0-9\-:@_]{1,64}$")
-RESOURCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9\-:@_.]{1,64}$")
-VTAG_PATTERN = re.compile(r"^[\x21-\x7e]{1,64}$")
 
 CERN, RAL = "CERN", "RAL-LCG2"
 LINKS = [
@@ -36,105 +31,90 @@ LINKS = [
 ]  # fmt: skip
 
 
-def alto_client(links=LINKS) -> TestClient:
-    view = AltoView(links, aggregate_sites(links))
-    app = FastAPI()
-    app.include_router(build_alto_router(lambda: view))
-    return TestClient(app)
+def view(links=LINKS, networks=None) -> AltoView:
+    networks_of = (lambda site: networks.get(site, ())) if networks else None
+    return AltoView(links, aggregate_sites(links), version="v1", networks_of=networks_of)
 
 
 def lone_pid() -> str:
     return build_pid_names([CERN, RAL, "ps.lone.org"])["ps.lone.org"]
 
 
-def test_directory_lists_the_network_map_and_a_cost_map_per_metric():
-    response = alto_client().get("/alto")
-    assert response.headers["content-type"] == "application/alto-directory+json"
-    directory = response.json()
-    assert set(directory) == {"meta", "resources"}
-    meta, resources = directory["meta"], directory["resources"]
-    assert meta["default-alto-network-map"] == "networkmap"
-    assert resources["networkmap"] == {
-        "uri": "http://testserver/alto/networkmap",
-        "media-type": "application/alto-networkmap+json",
-    }
-    cost_maps = {rid: r for rid, r in resources.items() if rid != "networkmap"}
-    type_names = [r["capabilities"]["cost-type-names"][0] for r in cost_maps.values()]
-    metrics = {meta["cost-types"][name]["cost-metric"] for name in type_names}
-    assert metrics == {"priv:nettel-cost", "delay-ow", "lossrate"}
-    for resource_id, resource in cost_maps.items():
-        assert RESOURCE_ID_PATTERN.match(resource_id)
-        assert set(resource) == {"uri", "media-type", "capabilities", "uses"}
-        assert resource["media-type"] == "application/alto-costmap+json"
-        assert resource["uses"] == ["networkmap"]
-        (type_name,) = resource["capabilities"]["cost-type-names"]
-        cost_type = meta["cost-types"][type_name]
-        assert cost_type["cost-mode"] == "numerical"
-        assert resource["uri"] == f"http://testserver/alto/costmap/{cost_type['cost-metric']}"
-    assert meta["cost-types"]["num-delay-ow"]["cost-context"] == {"cost-source": "estimation"}
+def endpoints(*texts: str):
+    return [parse_typed_address(text, "endpoints/srcs") for text in texts]
 
 
-def test_network_map_has_one_pid_per_site_with_host_prefixes():
-    response = alto_client().get("/alto/networkmap")
-    assert response.headers["content-type"] == "application/alto-networkmap+json"
-    document = response.json()
-    assert set(document) == {"meta", "network-map"}
-    vtag = document["meta"]["vtag"]
-    assert vtag["resource-id"] == "networkmap" and VTAG_PATTERN.match(vtag["tag"])
-    assert document["network-map"] == {
-        CERN: {"ipv4": ["192.0.2.1/32", "192.0.2.2/32"]},
-        RAL: {"ipv6": ["2001:db8::1/128"]},
-        lone_pid(): {"ipv4": ["203.0.113.9/32"]},
-    }
+def test_cost_maps_aggregate_host_pairs_by_site_in_each_metrics_unit():
+    documents = {name: view().cost_map_document(metric) for name, metric in METRICS.items()}
+    assert documents["priv:nettel-cost"]["cost-map"] == {
+        CERN: {RAL: 0.3}, RAL: {CERN: 0.1}, lone_pid(): {CERN: 0.9}
+    }  # fmt: skip
+    assert documents["delay-ow"]["cost-map"] == {CERN: {RAL: 11000.0}, RAL: {CERN: 10000.0}}
+    assert documents["lossrate"]["cost-map"] == {CERN: {RAL: 0.5}, RAL: {CERN: 0.0}}
 
 
-def test_cost_maps_aggregate_host_pairs_by_site_and_depend_on_the_map_vtag():
-    client = alto_client()
-    tag = client.get("/alto/networkmap").json()["meta"]["vtag"]["tag"]
-    documents = {metric: client.get(f"/alto/costmap/{metric}") for metric in METRICS}
-    for metric, response in documents.items():
-        assert response.headers["content-type"] == "application/alto-costmap+json"
-        assert response.json()["meta"] == {
-            "dependent-vtags": [{"resource-id": "networkmap", "tag": tag}],
-            "cost-type": {"cost-mode": "numerical", "cost-metric": metric},
-        }
-    cost = documents["priv:nettel-cost"].json()["cost-map"]
-    assert cost == {CERN: {RAL: 0.3}, RAL: {CERN: 0.1}, lone_pid(): {CERN: 0.9}}
-    delay = documents["delay-ow"].json()["cost-map"]
-    assert delay == {CERN: {RAL: 11000.0}, RAL: {CERN: 10000.0}}  # microseconds
-    loss = documents["lossrate"].json()["cost-map"]
-    assert loss == {CERN: {RAL: 0.5}, RAL: {CERN: 0.0}}  # percent
-
-
-def test_unknown_metric_is_an_alto_error():
-    response = alto_client().get("/alto/costmap/routingcost")
-    assert response.status_code == 404
-    assert response.headers["content-type"] == "application/alto-error+json"
-    assert response.json() == {
-        "meta": {"code": "E_INVALID_FIELD_VALUE", "field": "cost-metric", "value": "routingcost"}
-    }
-
-
-def test_maps_answer_503_before_the_first_matrix():
-    def no_matrix() -> AltoView:
-        raise HTTPException(503, "no cost matrix computed yet")
-
-    app = FastAPI()
-    app.include_router(build_alto_router(no_matrix))
-    client = TestClient(app)
-    assert client.get("/alto/networkmap").status_code == 503
-    assert client.get("/alto").status_code == 200
-
-
-def test_vtag_changes_with_the_pids_and_their_addresses_only():
-    tag = AltoView(LINKS, aggregate_sites(LINKS)).vtag
-    recosted = [link | {"cost": 0.7} for link in LINKS]
-    assert AltoView(recosted, aggregate_sites(recosted)).vtag == tag
-    new_site = [*LINKS, host_link("198.51.100.7", "192.0.2.1", source_site="PIC")]
-    assert AltoView(new_site, aggregate_sites(new_site)).vtag != tag
+def test_vtag_changes_with_the_pids_and_their_prefixes_only():
+    tag = view().vtag
+    assert view([link | {"cost": 0.7} for link in LINKS]).vtag == tag
+    assert view([*LINKS, host_link("198.51.100.7", "192.0.2.1", source_site="PIC")]).vtag != tag
     new_address = [*LINKS, host_link("192.0.2.3", "2001:db8::1", source_site=CERN,
                                      destination_site=RAL)]  # fmt: skip
-    assert AltoView(new_address, aggregate_sites(new_address)).vtag != tag
+    assert view(new_address).vtag != tag
+    assert view(networks={CERN: ("192.0.2.0/24",)}).vtag != tag
+
+
+def test_endpoint_cost_is_the_host_link_else_the_pids_else_left_out():
+    costs = view(networks={CERN: ("192.0.2.0/24",)}).endpoint_costs(
+        METRICS["priv:nettel-cost"],
+        endpoints("ipv4:192.0.2.1", "ipv4:192.0.2.77", "ipv4:198.51.100.1"),
+        endpoints("ipv6:2001:db8::1", "ipv6:2001:db8::2"),
+    )
+    assert costs == {
+        "ipv4:192.0.2.1": {"ipv6:2001:db8::1": 0.2},  # measured; ::2 is in no PID
+        "ipv4:192.0.2.77": {"ipv6:2001:db8::1": 0.3},  # CERN (by its network) -> RAL
+    }
+
+
+def test_a_network_claimed_by_two_sites_goes_to_the_first_and_hosts_follow_their_site():
+    networks = {"A": ("10.0.0.0/8",), "B": ("10.0.0.0/8", "10.1.0.0/16")}
+    hosts = {"A": ["10.1.2.3", "10.9.9.9"], "B": ["10.1.0.1"]}
+    network_map = build_network_map(hosts, lambda site: networks[site])
+    assert network_map.prefixes == {
+        "A": {"ipv4": ["10.0.0.0/8", "10.1.2.3/32"]},
+        "B": {"ipv4": ["10.1.0.0/16"]},
+    }
+
+
+ADDRESSES = st.one_of(
+    st.ip_addresses(v=4, network="10.0.0.0/14"), st.ip_addresses(v=6, network="2001:db8::/126")
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["A", "B", "C.d"]), st.sets(ADDRESSES, max_size=6)),
+    st.dictionaries(
+        st.sampled_from(["A", "B", "C.d"]),
+        st.lists(st.sampled_from(["10.0.0.0/14", "10.1.0.0/16", "10.1.2.0/24", "2001:db8::/127"])),
+    ),
+)
+def test_every_host_address_leads_back_to_its_pid_unless_another_site_has_it(hosts, networks):
+    network_map = build_network_map(
+        {site: [str(a) for a in addresses] for site, addresses in hosts.items()},
+        lambda site: sorted(set(networks.get(site, []))),
+    )
+    owners = {}
+    for site in sorted(hosts):
+        for address in hosts[site]:
+            owners.setdefault(address, network_map.pids[site])
+    for address, pid in owners.items():
+        assert network_map.pid_of(address) == pid
+        prefixes = [
+            (ipaddress.ip_network(prefix), name)
+            for name, families in network_map.prefixes.items()
+            for prefix in families.get(f"ipv{address.version}", [])
+        ]
+        holding = [(net.prefixlen, name) for net, name in prefixes if address in net]
+        assert max(holding)[1] == pid  # a client's longest-prefix match over the document
 
 
 def test_valid_names_are_kept_and_others_sanitised_with_a_hash():
