@@ -21,7 +21,7 @@ from service.log_format import configure_logging
 from training.cli_commands import add_evaluate_command, add_train_command
 
 #: Secrets are never taken from the command line, where `ps` would show them.
-ENV_ONLY_SETTINGS = {"broker_password", "admin_token"}
+ENV_ONLY_SETTINGS = {"broker_password", "admin_token", "ingest_token"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -145,6 +145,36 @@ class Settings(BaseSettings):
         None, description="bearer token for /admin endpoints (unset: admin endpoints disabled)"
     )
     admin_token_file: Path | None = Field(None, description="file holding the admin token")
+    ingest_token: SecretStr | None = Field(
+        None,
+        description="token for PUT/POST /ingest/pscheduler: bearer, or the HTTP Basic password "
+        "(unset: HTTP ingest disabled, 404)",
+    )
+    ingest_token_file: Path | None = Field(None, description="file holding the ingest token")
+    ingest_client_rate: float = Field(
+        50.0,
+        gt=0,
+        le=1_000_000,
+        description="pScheduler results per second one client address may post (token bucket)",
+    )
+    ingest_client_burst: int = Field(
+        500,
+        ge=1,
+        le=1_000_000,
+        description="results one client address may post at once before its rate applies",
+    )
+    ingest_queue_bytes: int = Field(
+        64 << 20,
+        ge=2 << 20,
+        le=16 << 30,
+        description="received data waiting to be applied (bytes) beyond which /ingest/pscheduler "
+        "answers 503 with Retry-After: ingest is behind",
+    )
+    resolve_dns: bool = Field(
+        False,
+        description="look up by DNS (cached) the host names of pScheduler runs' ends that the "
+        "bus has not revealed",
+    )
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="log level of the JSON logs"
     )
@@ -163,7 +193,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_files(self) -> Settings:
-        for path in (self.topology, self.broker_password_file, self.admin_token_file, self.rse_map):
+        secret_files = (self.broker_password_file, self.admin_token_file, self.ingest_token_file)
+        for path in (self.topology, *secret_files, self.rse_map):
             if path is not None and not path.is_file():
                 raise ValueError(f"file {path} does not exist")
         self._check_tls_files()
@@ -195,6 +226,10 @@ class Settings(BaseSettings):
     def admin_bearer_token(self) -> str | None:
         """The admin token from the environment or the token file (file wins); None = disabled."""
         return _secret(self.admin_token, self.admin_token_file) or None
+
+    def ingest_bearer_token(self) -> str | None:
+        """The ingest token from the environment or the token file (file wins); None = disabled."""
+        return _secret(self.ingest_token, self.ingest_token_file) or None
 
     def model_path(self) -> Path | None:
         """The bundle directory to serve, or None when no model is wanted."""

@@ -11,12 +11,16 @@ from service.broker.link import TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
 from service.ingest.backlog import BacklogWatch, ingest_is_behind
+from service.ingest.dns_cache import CachedResolver
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.parser_processes import ParserProcesses
 from service.ingest.pipeline import IngestPipeline
+from service.ingest.pscheduler_http import PschedulerIntake
+from service.ingest.rate_limit import ClientRateLimiter
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.matrix.cycle import MatrixCycle
 from service.model_slot import ModelSlot
+from service.parse.limits import InputLimits
 from service.parse.records import MeasurementKind
 from service.persistence import Persistence
 from service.state.journal import Journal
@@ -39,6 +43,7 @@ class Runtime:
     model: ModelSlot | None = None
     persistence: Persistence | None = None
     parsers: ParserProcesses | None = None
+    intake: PschedulerIntake | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
@@ -88,7 +93,9 @@ def build_runtime(settings: Settings) -> Runtime:
     log = logging.getLogger("nettel.ingest")
     count = settings.parse_processes
     parsers = ParserProcesses(count, log=log) if count else None
-    pipeline = IngestPipeline(state, topics, log=log, parser=parsers.parse if parsers else None)
+    resolve = CachedResolver().resolve if settings.resolve_dns else None
+    parser = parsers.parse if parsers else None
+    pipeline = IngestPipeline(state, topics, log=log, parser=parser, resolve=resolve)
     batcher = FrameBatcher(pipeline.parse_frames, pipeline.apply_parsed)
     source = StompSource(
         settings.brokers,
@@ -123,7 +130,20 @@ def build_runtime(settings: Settings) -> Runtime:
         )
         persistence.replay_journal()
         batcher.sink = persistence.apply_parsed
-    return Runtime(settings, state, pipeline, cycle, source, batcher, model, persistence, parsers)
+    intake = build_intake(settings, batcher, pipeline)
+    return Runtime(
+        settings, state, pipeline, cycle, source, batcher, model, persistence, parsers, intake
+    )
+
+
+def build_intake(
+    settings: Settings, batcher: FrameBatcher, pipeline: IngestPipeline
+) -> PschedulerIntake:
+    """What /ingest/pscheduler takes runs in with (disabled while no ingest token is set)."""
+    rate = ClientRateLimiter(settings.ingest_client_rate, settings.ingest_client_burst)
+    limit = InputLimits().max_body_bytes
+    queued = settings.ingest_queue_bytes
+    return PschedulerIntake(settings.ingest_bearer_token(), batcher, pipeline, rate, limit, queued)
 
 
 def broker_tls_files(settings: Settings) -> TlsFiles | None:

@@ -9,16 +9,20 @@ import secrets
 from fastapi import HTTPException
 
 
-def require_token(token: str | None, authorization: str | None, *, basic: bool = False) -> None:
-    """404 when `token` is None (the endpoint is disabled), 401 unless the request carries it:
-    `Authorization: Bearer <token>`, or with `basic` also HTTP Basic with the token as password
-    (any user name; what a URL's `user:token@` makes an HTTP client send)."""
+def require_token(token: str | None, authorization: str | None) -> None:
+    """For a FastAPI route: 404 when `token` is None (the endpoint is disabled), 401 unless the
+    request carries `Authorization: Bearer <token>`."""
     if token is None:
         raise HTTPException(404, "Not Found")
+    if not carries_token(token, authorization):
+        raise HTTPException(401, "bearer token required", headers={"WWW-Authenticate": "Bearer"})
+
+
+def carries_token(token: str, authorization: str | None, *, basic: bool = False) -> bool:
+    """Whether `Authorization` is `Bearer <token>`, or with `basic` also HTTP Basic with the
+    token as password (any user name: what a URL's `user:token@` makes an HTTP client send)."""
     given = _presented_secret(authorization or "", basic)
-    if given is None or not secrets.compare_digest(given.encode(), token.encode()):
-        challenge = 'Bearer, Basic realm="nettel"' if basic else "Bearer"
-        raise HTTPException(401, "bearer token required", headers={"WWW-Authenticate": challenge})
+    return given is not None and secrets.compare_digest(given.encode(), token.encode())
 
 
 def _presented_secret(authorization: str, basic: bool) -> str | None:

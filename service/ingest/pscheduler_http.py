@@ -1,43 +1,58 @@
-"""POST and PUT /ingest/pscheduler: pScheduler's `http` archiver sends one run record a request.
+"""PUT and POST /ingest/pscheduler: pScheduler's `http` archiver sends one run record a request.
 
-The route only decides whether to take a run in: the token (bearer, or HTTP Basic with the token
-as password), the client's rate, the body's size and room in the ingest queue, in that order.
-A run taken in is queued as a frame of PSCHEDULER_DESTINATION and answered 202 at once; the
-frame batcher parses and applies it with the bus messages, so what becomes of it (applied,
+The endpoint only decides whether to take a run in: the token (bearer, or HTTP Basic with the
+token as password), the client's rate, the body's size and room in the ingest queue, in that
+order. A run taken in is queued as a frame of PSCHEDULER_DESTINATION and answered 202 at once;
+the frame batcher parses and applies it with the bus messages, so what becomes of it (applied,
 duplicate, failed, ignored, refused) shows in the metrics, not in the response. Refusals are
 counted in `nettel_rejected_total` like refused messages; 429 and 503 carry `Retry-After`.
+
+It is an ASGI middleware in front of the FastAPI app rather than a route of it: a toolkit mesh
+posts thousands of runs a second, and FastAPI's routing, dependencies and response handling
+cost several times what taking a run in does. Without an ingest token it is not there (404).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, NoReturn
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
+import orjson
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import RejectReason
 from service.ingest.frame_batcher import FrameBatcher
-from service.ingest.http_auth import require_token
+from service.ingest.http_auth import carries_token
 from service.ingest.pipeline import PSCHEDULER_DESTINATION, IngestPipeline
 from service.ingest.rate_limit import ClientRateLimiter
 
 #: Seconds a client is asked to wait when ingest is behind (its queue full).
 QUEUE_FULL_RETRY_SECONDS = 10
-RESPONSES: dict[int | str, dict[str, str]] = {
-    202: {"description": "queued; applied with the next ingest batch"},
-    401: {"description": "missing or wrong token (bearer, or Basic password)"},
-    404: {"description": "ingest disabled (no NETTEL_INGEST_TOKEN configured)"},
-    413: {"description": "body larger than the input limit"},
-    429: {"description": "this client's rate exceeded; see Retry-After"},
-    503: {"description": "ingest is behind and its queue full; see Retry-After"},
-}
+METHODS = ("PUT", "POST")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer: status, JSON body and any further headers."""
+
+    status: int
+    body: bytes
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+QUEUED = Answer(202, b'{"status":"queued"}')
+UNAUTHORIZED = Answer(
+    401,
+    b'{"detail":"bearer token required"}',
+    ((b"www-authenticate", b'Bearer, Basic realm="nettel"'),),
+)
+NOT_ALLOWED = Answer(405, b'{"detail":"Method Not Allowed"}', ((b"allow", b"PUT, POST"),))
+INCOMPLETE = Answer(400, b'{"detail":"the body ended early"}')
 
 
 @dataclass
 class PschedulerIntake:
-    """What the route takes runs in with; `token` None disables the route (404)."""
+    """What the endpoint takes runs in with; `token` None disables it."""
 
     token: str | None
     batcher: FrameBatcher
@@ -46,82 +61,102 @@ class PschedulerIntake:
     max_body_bytes: int
     max_queued_bytes: int
 
-    def refuse(
-        self, status: int, reason: RejectReason, detail: str, retry_after: float = 0
-    ) -> NoReturn:
-        """Count the refusal, then raise it as the HTTP answer."""
-        self.pipeline.refuse(reason, detail, PSCHEDULER_DESTINATION)
-        headers = {"Retry-After": str(max(1, math.ceil(retry_after)))} if retry_after else None
-        raise HTTPException(status, f"{reason.value}: {detail}", headers=headers)
-
-
-def build_pscheduler_router(current_intake: Callable[..., PschedulerIntake | None]) -> APIRouter:
-    """PUT and POST over the intake the `current_intake` dependency gives (None: disabled)."""
-    router = APIRouter()
-
-    async def ingest_pscheduler_run(
-        request: Request,
-        authorization: Annotated[str | None, Header()] = None,
-        content_length: Annotated[str | None, Header()] = None,
-        intake: PschedulerIntake | None = Depends(current_intake),
-    ) -> Response:
-        """One pScheduler run record, the body pScheduler's `http` archiver sends (any type)."""
-        if intake is None:
-            raise HTTPException(404, "Not Found")
-        client = request.client.host if request.client else "unknown"
-        _authorize(intake, authorization, client)
-        wait = intake.rate.admit(client)
+    def admit(self, client: str, authorization: str | None, length: int | None) -> Answer | None:
+        """Why a request is refused before its body is read; None: read it."""
+        if self.token is None or not carries_token(self.token, authorization, basic=True):
+            return self._refuse(UNAUTHORIZED, RejectReason.UNAUTHORIZED, client)
+        wait = self.rate.admit(client)
         if wait:
-            intake.refuse(429, RejectReason.RATE_LIMITED, f"client {client}", retry_after=wait)
-        if content_length and content_length.isdigit():
-            _check_size(intake, int(content_length))
-        if intake.batcher.queued_bytes() >= intake.max_queued_bytes:
-            _queue_full(intake)
-        body = await _read_body(request, intake.max_body_bytes + 1)
-        _check_size(intake, len(body))
-        if not intake.batcher.offer(PSCHEDULER_DESTINATION, body, intake.max_queued_bytes):
-            _queue_full(intake)
-        return Response(b'{"status":"queued"}', status_code=202, media_type="application/json")
+            return self._refusal(429, RejectReason.RATE_LIMITED, f"client {client}", wait)
+        if length is not None and length > self.max_body_bytes:
+            return self._too_large()
+        if self.batcher.queued_bytes() >= self.max_queued_bytes:
+            return self._queue_full()
+        return None
 
-    for method in ("PUT", "POST"):  # one operation each, so each has its own operation id
-        router.add_api_route(
-            PSCHEDULER_DESTINATION,
-            ingest_pscheduler_run,
-            methods=[method],
-            status_code=202,
-            response_class=Response,
-            responses=RESPONSES,
-        )
-    return router
+    def take(self, body: bytes) -> Answer:
+        """Queue the run; 202, or why not."""
+        if len(body) > self.max_body_bytes:
+            return self._too_large()
+        if not self.batcher.offer(PSCHEDULER_DESTINATION, body, self.max_queued_bytes):
+            return self._queue_full()
+        return QUEUED
 
+    def _too_large(self) -> Answer:
+        detail = f"body over {self.max_body_bytes} bytes"
+        return self._refusal(413, RejectReason.TOO_LARGE, detail)
 
-def _authorize(intake: PschedulerIntake, authorization: str | None, client: str) -> None:
-    try:
-        require_token(intake.token, authorization, basic=True)
-    except HTTPException as refusal:
-        if refusal.status_code == 401:
-            intake.pipeline.refuse(RejectReason.UNAUTHORIZED, client, PSCHEDULER_DESTINATION)
-        raise
+    def _queue_full(self) -> Answer:
+        detail = "ingest is behind; its queue is full"
+        return self._refusal(503, RejectReason.QUEUE_FULL, detail, QUEUE_FULL_RETRY_SECONDS)
 
+    def _refusal(self, status: int, reason: RejectReason, detail: str, retry: float = 0) -> Answer:
+        body = orjson.dumps({"detail": f"{reason.value}: {detail}"})
+        headers = ((b"retry-after", str(max(1, math.ceil(retry))).encode()),) if retry else ()
+        return self._refuse(Answer(status, body, headers), reason, detail)
 
-def _check_size(intake: PschedulerIntake, size: int) -> None:
-    if size > intake.max_body_bytes:
-        detail = f"body over {intake.max_body_bytes} bytes"
-        intake.refuse(413, RejectReason.TOO_LARGE, detail)
+    def _refuse(self, answer: Answer, reason: RejectReason, detail: str) -> Answer:
+        """Count the refusal in `nettel_rejected_total` (and the rate-limited log)."""
+        self.pipeline.refuse(reason, detail, PSCHEDULER_DESTINATION)
+        return answer
 
 
-def _queue_full(intake: PschedulerIntake) -> NoReturn:
-    detail = "ingest is behind; its queue is full"
-    intake.refuse(503, RejectReason.QUEUE_FULL, detail, retry_after=QUEUE_FULL_RETRY_SECONDS)
+class PschedulerIngest:
+    """ASGI middleware: answers requests to /ingest/pscheduler, passes every other one on."""
+
+    def __init__(self, app: ASGIApp, intake: PschedulerIntake | None) -> None:
+        self.app = app
+        self.intake = intake if intake is not None and intake.token is not None else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.intake is None
+            or scope["type"] != "http"
+            or scope["path"] != PSCHEDULER_DESTINATION
+        ):
+            await self.app(scope, receive, send)
+            return
+        answer = await self._answer(self.intake, scope, receive)
+        length = str(len(answer.body)).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", length)]
+        headers += answer.headers
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer.body})
+
+    async def _answer(self, intake: PschedulerIntake, scope: Scope, receive: Receive) -> Answer:
+        if scope["method"] not in METHODS:
+            return NOT_ALLOWED
+        authorization, length = _request_headers(scope)
+        client = scope["client"][0] if scope.get("client") else "unknown"
+        refusal = intake.admit(client, authorization, length)
+        if refusal is not None:
+            return refusal
+        body = await _read_body(receive, intake.max_body_bytes + 1)
+        return INCOMPLETE if body is None else intake.take(body)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, read up to `limit` bytes (a longer one is cut there: too large either way)."""
+def _request_headers(scope: Scope) -> tuple[str | None, int | None]:
+    """`Authorization` and `Content-Length` (None where absent or not a length)."""
+    authorization = length = None
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            authorization = value.decode("latin-1")
+        elif name == b"content-length" and value.isdigit():
+            length = int(value)
+    return authorization, length
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The body, read up to `limit` bytes (a longer one is cut there: too large either way);
+    None when the client went away before sending all of it."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
         chunks.append(chunk)
         size += len(chunk)
-        if size >= limit:
-            break
-    return b"".join(chunks)
+        if size >= limit or not message.get("more_body", False):
+            return b"".join(chunks)

@@ -57,7 +57,7 @@ def parse_messages(frames: ParseInput, limits: InputLimits = InputLimits()) -> l
             continue
         results.append(message)
         histograms.extend((message, histogram) for histogram in raw)
-    _add_histogram_stats(histograms, scan)
+    add_histogram_stats(histograms, scan)
     return results
 
 
@@ -123,7 +123,7 @@ def _parse_fields(
     return message, raw
 
 
-def _add_histogram_stats(
+def add_histogram_stats(
     histograms: list[tuple[ParsedMessage, RawHistogram]], scan: ScannedBatch
 ) -> None:
     """Statistics of the scanned histograms (all of them) and of the parsed ones, in one batch."""

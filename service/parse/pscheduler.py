@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from itertools import chain
 from typing import Any, TypeVar
 
 import numpy as np
 
 from service.errors import RejectedInput, RejectReason
-from service.parse.histogram import compute_histogram_batch
+from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import (
+    RawHistogram,
+    add_histogram_stats,
     canonical_ip,
     check_length,
     load_object,
@@ -65,9 +66,11 @@ class ParsedRun:
 
 RunResult = ParsedRun | RejectedInput
 _T = TypeVar("_T")
-#: A run's delay histogram until the batch's statistics are computed: the message it belongs
-#: to, the timestamp, bucket delays in key units, counts, and milliseconds per key unit.
-_Histogram = tuple[ParsedMessage, int, list[float], list[int], float]
+#: A run's delay histogram until the batch's statistics are computed: its message, timestamp and
+#: buckets (scanned or parsed, delays in key units), and milliseconds per key unit.
+_Histogram = tuple[ParsedMessage, RawHistogram, float]
+#: The buckets pScheduler writes as objects of the plain form the histogram scanner reads.
+_HISTOGRAM_FIELDS = ("histogram-latency", "histogram-ttl")
 
 
 def parse_runs(
@@ -76,28 +79,61 @@ def parse_runs(
     """Parse a batch of run records; the histogram statistics of all of them are computed at once.
 
     A record is refused as a whole (RejectedInput) when it cannot be read as a run; within a
-    latency run, a bad histogram or bad packet counts refuse that datapoint only.
+    latency run, a bad histogram or bad packet counts refuse that datapoint only. Histograms are
+    read by the C scanner as the bus's are (histogram_scan); a body it cannot stand for is
+    decoded whole by orjson.
     """
+    scanned = bodies if limits.max_string_length >= LONGEST_KEY else [None] * len(bodies)
+    scan = scan_histograms(scanned, limits.max_buckets)
     results: list[RunResult] = []
     histograms: list[_Histogram] = []
-    for body in bodies:
+    for position, body in enumerate(bodies):
         try:
-            run, histogram = _parse_run(body, limits)
+            run, histogram = _parse_body(body, limits, scan, position)
         except RejectedInput as rejection:
             results.append(rejection)
             continue
         results.append(run)
         if histogram is not None:
             histograms.append(histogram)
-    _add_delay_stats(histograms)
+    add_histogram_stats(*_in_milliseconds(histograms, scan))
     return results
 
 
-def _parse_run(body: bytes | str, limits: InputLimits) -> tuple[ParsedRun, _Histogram | None]:
+def _parse_body(
+    body: bytes | str, limits: InputLimits, scan: ScannedBatch, position: int
+) -> tuple[ParsedRun, _Histogram | None]:
     size = len(body) if isinstance(body, bytes) else len(body.encode(errors="replace"))
     if size > limits.max_body_bytes:
         raise RejectedInput(RejectReason.TOO_LARGE, f"{size} bytes")
-    document = load_object(body)
+    if scan.placed[position]:
+        parsed = _parse_scanned(limits, scan, position)
+        if parsed is not None:
+            return parsed
+    return _parse_run(load_object(body), limits)
+
+
+def _parse_scanned(
+    limits: InputLimits, scan: ScannedBatch, position: int
+) -> tuple[ParsedRun, _Histogram | None] | None:
+    """The run from its scanned document, or None when that cannot stand for the body: unless
+    every placeholder came back where pScheduler writes histograms, the scan misread it."""
+    try:
+        document = load_object(scan.documents[position])
+        parsed = _parse_run(document, limits, scan)
+    except RejectedInput:
+        return None
+    result = document.get("result")
+    values = [result.get(name) for name in _HISTOGRAM_FIELDS] if isinstance(result, dict) else []
+    used = [index for value in values if (index := scan.histogram_index(value)) is not None]
+    if len(used) != scan.placed[position] or any(scan.unusable[index] for index in used):
+        return None
+    return parsed
+
+
+def _parse_run(
+    document: dict[str, Any], limits: InputLimits, scan: ScannedBatch | None = None
+) -> tuple[ParsedRun, _Histogram | None]:
     key = _run_key(document)
     test = require_object(document.get("test"), "test")
     test_type = _string(test, "type", "test.type", limits)
@@ -115,11 +151,11 @@ def _parse_run(body: bytes | str, limits: InputLimits) -> tuple[ParsedRun, _Hist
     ts = _interval_start(document, spec, test_type, limits)
     delay = ParsedMessage(MeasurementKind.DELAY, link)
     loss = ParsedMessage(MeasurementKind.LOSS, link)
-    histogram = _datapoint(delay, lambda: _histogram(delay, ts, result, spec, limits))
+    raw = _datapoint(delay, lambda: _histogram(ts, result, spec, limits, scan))
     value = _datapoint(loss, lambda: _loss(result))
     if value is not None:
         loss.losses.append((ts, value))
-    return ParsedRun(key, (delay, loss)), histogram
+    return ParsedRun(key, (delay, loss)), None if raw is None else (delay, *raw)
 
 
 def _datapoint(message: ParsedMessage, read: Callable[[], _T]) -> _T | None:
@@ -190,18 +226,19 @@ def _time(text: str) -> float:
 
 
 def _histogram(
-    message: ParsedMessage,
     ts: int,
     result: dict[str, Any],
     spec: dict[str, Any],
     limits: InputLimits,
-) -> _Histogram:
+    scan: ScannedBatch | None,
+) -> tuple[RawHistogram, float]:
+    """The delay histogram (scanned, or parsed here) and its milliseconds per key unit."""
     buckets = result.get("histogram-latency")
     if buckets is None:
         raise RejectedInput(RejectReason.MISSING_FIELD, "result.histogram-latency")
     width = _positive(spec, "bucket-width", DEFAULT_BUCKET_WIDTH)
-    delays, counts = parse_buckets(buckets, limits)
-    return message, ts, delays, counts, width * 1000.0
+    index = None if scan is None else scan.histogram_index(buckets)
+    return (ts, parse_buckets(buckets, limits) if index is None else index), width * 1000.0
 
 
 def _loss(result: dict[str, Any]) -> float:
@@ -213,18 +250,22 @@ def _loss(result: dict[str, Any]) -> float:
     return lost / sent
 
 
-def _add_delay_stats(histograms: list[_Histogram]) -> None:
-    """Statistics of every histogram of the batch in one call, scaled to milliseconds."""
-    lengths = np.array([len(delays) for _, _, delays, _, _ in histograms], dtype=np.int64)
-    scale = np.repeat([ms_per_unit for *_, ms_per_unit in histograms], lengths)
-    delays = np.fromiter(chain.from_iterable(h[2] for h in histograms), np.float64, lengths.sum())
-    counts = np.fromiter(chain.from_iterable(h[3] for h in histograms), np.int64, lengths.sum())
-    stats = compute_histogram_batch(delays * scale, counts, lengths)  # exact for a scale of 1
-    for (message, ts, *_), result in zip(histograms, stats, strict=True):
-        if result is None:
-            message.rejected.append((RejectReason.CLOCK_ERROR, "no packet with a plausible delay"))
-        else:
-            message.delays.append((ts, result))
+def _in_milliseconds(
+    histograms: list[_Histogram], scan: ScannedBatch
+) -> tuple[list[tuple[ParsedMessage, RawHistogram]], ScannedBatch]:
+    """The histograms and the scan with every used delay in milliseconds (a width of 0.001 s,
+    one millisecond per key unit, leaves the keys' values exactly as they are)."""
+    scales = np.ones(len(scan.lengths))
+    scaled: list[tuple[ParsedMessage, RawHistogram]] = []
+    for message, (ts, source), ms_per_unit in histograms:
+        if isinstance(source, int):
+            scales[source] = ms_per_unit
+        elif ms_per_unit != 1.0:
+            source = ([delay * ms_per_unit for delay in source[0]], source[1])
+        scaled.append((message, (ts, source)))
+    if (scales != 1.0).any():
+        scan = replace(scan, delays=scan.delays * np.repeat(scales, scan.lengths))
+    return scaled, scan
 
 
 def _string(parent: dict[str, Any], name: str, path: str, limits: InputLimits) -> str:

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI
 
 from service.build_info import package_version
+from service.ingest.pscheduler_http import PschedulerIngest
 from service.publish import dependencies, rest
 from service.publish.alto import build_alto_router
 from service.publish.ecosystem import build_ecosystem
@@ -39,5 +40,6 @@ def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
     app.include_router(build_alto_router(dependencies.alto_view))
     app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))
     app.include_router(build_stream_router(dependencies.get_stream))
+    app.add_middleware(PschedulerIngest, intake=runtime.intake)
     add_web_view(app)
     return app

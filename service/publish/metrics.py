@@ -19,6 +19,7 @@ from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
 from service.model_slot import ModelSlot
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
+from service.parse.pscheduler import RunOutcome
 from service.publish.ecosystem import SnapshotMemo
 from service.runtime import Runtime
 
@@ -64,6 +65,10 @@ class RuntimeCollector(Collector):
             "nettel_clock_error_packets",
             "Packets dropped for implausible one-way delay (<= -1 s or >= 50 s).",
             value=clock_packets,
+        )
+        runs = {outcome.value: counters.runs_by_outcome[outcome.value] for outcome in RunOutcome}
+        yield _labelled_counter(
+            "nettel_pscheduler_runs", "pScheduler runs taken in, by outcome.", "outcome", runs
         )
         yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
         yield GaugeMetricFamily(

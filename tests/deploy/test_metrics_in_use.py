@@ -25,6 +25,7 @@ from service.config import LOSS_TOPIC, Settings
 from service.errors import RejectReason
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
+from service.parse.pscheduler import RunOutcome
 from service.publish.metrics import build_registry
 from service.runtime import Runtime, build_runtime
 from tests.deploy.site_mesh import LINKS, UNSITED, host_of, mesh_messages, write_topology
@@ -205,6 +206,7 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
     return {
         "nettel_messages_received_total": {"topic": LOSS_TOPIC},
         "nettel_rejected_total": {"reason": next(iter(RejectReason)).value},
+        "nettel_pscheduler_runs_total": {"outcome": RunOutcome.APPLIED.value},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_inference_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_link_cost": {

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 
 from service.errors import RejectedInput, RejectReason
+from service.parse import histogram_scan
 from service.parse.histogram import HistogramStats
+from service.parse.histogram_scan import SCANNER_IMPLEMENTATION, scan_histograms
 from service.parse.limits import InputLimits
-from service.parse.pscheduler import ParsedRun, RunOutcome, parse_runs
+from service.parse.pscheduler import ParsedRun, RunOutcome, RunResult, parse_runs
 from service.parse.records import MeasurementKind, NamedEndpoints, ParsedMessage
 from tests.run_factory import (
     DESTINATION_HOST,
@@ -259,3 +262,65 @@ def test_a_batch_keeps_order_and_computes_every_histogram() -> None:
     assert rounded(first.measured[0].delays[0][1]) == REAL_STATS
     assert second.measured[0].delays[0][1].mean == 12.5
     assert second.key != first.key
+
+
+# --- the C scanner's path and the whole-body path give the same runs ------------------------
+
+
+@pytest.fixture
+def whole(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[bytes]], list[RunResult]]:
+    """parse_runs with the scanner off (as without the C extension): bodies decoded whole."""
+
+    def parse(bodies: list[bytes]) -> list[RunResult]:
+        with monkeypatch.context() as patch:
+            patch.setattr(histogram_scan, "SCANNER_IMPLEMENTATION", "python")
+            return parse_runs(bodies)
+
+    return parse
+
+
+def same_runs(body: bytes, whole: Callable[[list[bytes]], list[RunResult]]) -> ParsedRun:
+    (scanned,), (decoded,) = parse_runs([body]), whole([body])
+    assert scanned == decoded
+    assert isinstance(scanned, ParsedRun)
+    return scanned
+
+
+@pytest.mark.skipif(SCANNER_IMPLEMENTATION != "c", reason="the C scanner is not built")
+def test_the_scanned_histogram_is_the_decoded_one(whole) -> None:
+    scan = scan_histograms([run_body()], InputLimits().max_buckets)
+    assert scan.placed == [2]  # histogram-latency and histogram-ttl
+    run = same_runs(run_body(), whole)
+    assert isinstance(run.measured, tuple)
+    assert rounded(run.measured[0].delays[0][1]) == REAL_STATS
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"reference": {"1": 2}},  # a plain-form object where no histogram is
+        {"result": {"succeeded": False, "error": "x", "diags": {"7": 1}}},
+        {"test": {"type": "rtt", "spec": {"source": "a", "dest": "b"}}},
+    ],
+)
+def test_a_placeholder_out_of_place_falls_back_to_the_whole_body(change, whole) -> None:
+    same_runs(orjson.dumps(run_record() | change), whole)
+
+
+def test_a_key_written_twice_is_read_as_json_reads_it(whole) -> None:
+    """JSON keeps the last of two equal keys; the scanner would keep both: it steps aside."""
+    body = run_body().replace(b'"2.72":4', b'"2.72":4,"2.72":400')
+    run = same_runs(body, whole)
+    assert isinstance(run.measured, tuple)
+    assert run.measured[0].delays[0][1].packets == 996
+
+
+def test_scanned_histograms_are_scaled_too(whole) -> None:
+    record = run_record(bucket_width=0.0001)
+    sample = record["result"]["histogram-latency"]
+    record["result"]["histogram-latency"] = {f"{float(k) * 10:.2f}": n for k, n in sample.items()}
+    body = orjson.dumps(record)
+    scanned = parse_runs([body, run_body()])
+    assert scanned == whole([body, run_body()])
+    wide, default = (run.measured[0].delays[0][1] for run in scanned)  # type: ignore[union-attr]
+    assert rounded(wide) == rounded(default) == REAL_STATS

@@ -1,0 +1,266 @@
+"""pScheduler results through PUT /ingest/pscheduler: sustained rate, latency, queued memory.
+
+    python -m benchmarks.pscheduler_ingest [--seconds 20] [--connections 16,64,256]
+                                           [--links 2500] [--output out/bench-pscheduler]
+
+A `nettel serve` (shipped model, default interval and freshness, ingest token set; no broker
+listens at its --brokers, so all data comes over HTTP) takes run records from wrk: keep-alive
+connections, each PUTting the next body as soon as the last was answered. Bodies are latencybg
+runs over `--links` links of the training simulator's mesh (its histograms: 600 packets, ~100
+buckets), posted within the last 30 minutes, every one with its own run id. wrk has one
+address (127.0.0.1), so the per-client rate limit is raised for the run.
+
+For each connection count: 202s per second and wrk's latency percentiles while wrk runs; then
+the time until the service applied everything it took (`nettel_ingest_queued_frames` 0 and
+`nettel_pscheduler_runs_total` grown by the 202 count), so "applied/s" counts only runs that
+reached the state. Memory per queued result: tracemalloc around `FrameBatcher.offer` of the same
+bodies in this process (what a waiting run costs: its body and its place in the queue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from benchmarks.corpus import mesh_for, simulated_pool
+from benchmarks.environment import REPO_ROOT, describe_environment
+from benchmarks.interference import other_cores, sample_cpu
+from benchmarks.load import LUA_SCRIPT
+from benchmarks.model import model_description
+from benchmarks.proc import cpu_seconds
+from devtools.activemq import free_port
+from devtools.service_process import ServiceProcess, launch_service, wait_for_status
+from service.ingest.frame_batcher import FrameBatcher
+from service.ingest.pipeline import PSCHEDULER_DESTINATION
+
+TOKEN = "bench-ingest-token"
+TARGET_RATE = 5000.0
+TARGET_P99_MS = 50.0
+#: wrk_report.lua counts statuses and prints the summary; this adds the PUT of run bodies:
+#: templates (one JSON body a line) from the first script argument, each request's RUNID
+#: replaced by a number of its own.
+REQUEST_LUA = """
+function init(args)
+  statuses = {}
+  templates = {}
+  for line in io.lines(args[1]) do table.insert(templates, line) end
+  sent = 0
+  wrk.method = "PUT"
+  wrk.headers["Authorization"] = "Bearer " .. args[2]
+  wrk.headers["Content-Type"] = "application/json"
+end
+
+function request()
+  sent = sent + 1
+  local body = string.gsub(templates[sent % #templates + 1], "RUNID", "r" .. sent)
+  return wrk.format(nil, nil, nil, body)
+end
+"""
+
+
+def run_templates(n_links: int, now: float, cache: Path | None) -> list[bytes]:
+    """One latencybg run record per link (`RUNID` where each request puts its own run id)."""
+    mesh = mesh_for(n_links)
+    (minute,) = simulated_pool(n_links, 1, cache)
+    templates = []
+    for link in range(n_links):
+        source = mesh.host_names[mesh.source[link]]
+        destination = mesh.host_names[mesh.destination[link]]
+        histogram = orjson.loads(minute.histograms[link] or b"{}")
+        lost = round(minute.loss[link] * 600)
+        end = now - 60 - (link % 28) * 60  # within the window for the next few minutes
+        templates.append(orjson.dumps(_run(source, destination, histogram, lost, end)))
+    return templates
+
+
+def _run(source: str, destination: str, histogram: dict[str, int], lost: int, end: float) -> Any:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(end))
+    href = f"https://{source}/pscheduler/tasks/bench/runs/RUNID"
+    return {
+        "id": "RUNID",
+        "schedule": {"start": stamp, "duration": "PT24H"},
+        "test": {
+            "type": "latencybg",
+            "spec": {"schema": 1, "source": source, "dest": destination, "ip-version": 4},
+        },
+        "tool": {"name": "powstream", "version": "5.0.0"},
+        "participants": [source],
+        "run": {"start-time": stamp, "end-time": stamp, "href": href, "state": "finished"},
+        "result": {
+            "schema": 1,
+            "succeeded": True,
+            "packets-sent": 600,
+            "packets-received": 600 - lost,
+            "packets-lost": lost,
+            "histogram-latency": histogram,
+            "histogram-ttl": {"252": 600 - lost},
+        },
+        "reference": None,
+    }
+
+
+def measure(
+    service: ServiceProcess, templates_file: Path, seconds: float, connections: int
+) -> dict[str, float]:
+    """wrk at `connections` for `seconds`, then until the service applied what it took."""
+    before, cpu, machine = _applied(service.url), cpu_seconds(service.pid), sample_cpu()
+    wrk = _wrk(service.url, templates_file, seconds, connections)
+    accepted = wrk["statuses"].get("202", 0)
+    drained_at = _wait_applied(service.url, before + accepted, time.monotonic())
+    service_cpu = cpu_seconds(service.pid) - cpu
+    others = other_cores(machine, sample_cpu()) - service_cpu / (wall_of(wrk) + drained_at)
+    latency = wrk["latency_us"]
+    wall = wall_of(wrk)
+    return {
+        "connections": connections,
+        "requests": wrk["requests"],
+        "accepted": accepted,
+        "other_statuses": wrk["requests"] - accepted,
+        "transport_errors": sum(v for k, v in wrk["errors"].items() if k != "status"),
+        "accepted_per_s": accepted / wall,
+        "applied_per_s": accepted / (wall + drained_at),
+        "drain_seconds": drained_at,
+        "p50_ms": latency["p50"] / 1000,
+        "p99_ms": latency["p99"] / 1000,
+        "max_ms": latency["max"] / 1000,
+        "service_cpu_us_per_run": service_cpu / max(accepted, 1) * 1e6,
+        "other_cores": max(0.0, others),
+    }
+
+
+def wall_of(wrk: dict[str, Any]) -> float:
+    return float(wrk["duration_us"]) / 1e6
+
+
+def _wrk(url: str, templates_file: Path, seconds: float, connections: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "pscheduler.lua"
+        script.write_text(LUA_SCRIPT.read_text() + REQUEST_LUA)
+        command = ["wrk", "-t1", f"-c{connections}", f"-d{round(seconds)}s", "--timeout", "5s"]
+        command += ["-s", str(script), f"{url}{PSCHEDULER_DESTINATION}"]
+        command += ["--", str(templates_file), TOKEN]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
+    result: dict[str, Any] = json.loads(line.removeprefix("BENCH_JSON "))
+    return result
+
+
+def _applied(url: str) -> float:
+    """Runs the service counted so far, whatever their outcome."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    runs = sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("nettel_pscheduler_runs_total{")
+    )
+    return runs
+
+
+def _wait_applied(url: str, target: float, since: float, timeout: float = 120.0) -> float:
+    """Seconds from `since` until the service counted `target` runs."""
+    while _applied(url) < target:
+        if time.monotonic() - since > timeout:
+            raise RuntimeError(f"the service did not apply the runs within {timeout:.0f} s")
+        time.sleep(0.05)
+    return time.monotonic() - since
+
+
+def queued_memory(templates: Sequence[bytes], count: int = 20_000) -> dict[str, float]:
+    """Bytes per result waiting in the ingest queue (bodies as the route reads them)."""
+    batcher = FrameBatcher(lambda frames: frames, lambda frames: None, max_queued=count + 1)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(count):  # each body a bytes object of its own, as the route reads it
+        body = bytes(bytearray(templates[i % len(templates)]))
+        batcher.offer(PSCHEDULER_DESTINATION, body, max_bytes=1 << 40)
+    per_result = (tracemalloc.get_traced_memory()[0] - before) / count
+    tracemalloc.stop()
+    mean_body = batcher.queued_bytes() / batcher.queued()
+    return {"mean_body_bytes": mean_body, "bytes_per_queued_result": per_result}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    output: Path = args.output
+    output.mkdir(parents=True, exist_ok=True)
+    templates = run_templates(args.links, time.time(), output / "cache")
+    templates_file = output / "run-templates.jsonl"
+    templates_file.write_bytes(b"\n".join(templates) + b"\n")
+    extra = ["--interval", "10", "--freshness", "1", "--ingest-client-rate", "1000000"]
+    extra += ["--ingest-client-burst", "1000000"]
+    service = launch_service(
+        f"127.0.0.1:{free_port()}",  # nothing listens: no broker, HTTP only
+        extra,
+        output / "service.log",
+        env={"NETTEL_INGEST_TOKEN": TOKEN},
+    )
+    try:
+        wait_for_status(service, "/healthz", timeout=60)
+        measure(service, templates_file, 3, 16)  # warm-up: every link gets its row
+        results = [measure(service, templates_file, args.seconds, n) for n in args.connections]
+    finally:
+        service.stop()
+    report = {
+        "environment": describe_environment("wrk", model_description()),
+        "links": args.links,
+        "seconds": args.seconds,
+        "runs": results,
+        "memory": queued_memory(templates),
+    }
+    (output / "report.json").write_text(json.dumps(report, indent=1))
+    print(render(report))
+    return 0
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [
+        f"links {report['links']}, {report['seconds']} s per connection count; "
+        f"target >= {TARGET_RATE:,.0f} results/s applied, p99 <= {TARGET_P99_MS:g} ms",
+        "| connections | 202 / s | applied / s | p50 ms | p99 ms | max ms | non-202 | drain s "
+        "| service CPU us / run | other processes (cores) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["runs"]:
+        lines.append(
+            f"| {r['connections']} | {r['accepted_per_s']:,.0f} | {r['applied_per_s']:,.0f} "
+            f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
+            f"| {r['other_statuses'] + r['transport_errors']} | {r['drain_seconds']:.2f} "
+            f"| {r['service_cpu_us_per_run']:.0f} | {r['other_cores']:.2f} |"
+        )
+    memory = report["memory"]
+    lines.append(
+        f"memory per queued result: {memory['bytes_per_queued_result']:,.0f} B "
+        f"(mean body {memory['mean_body_bytes']:,.0f} B)"
+    )
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pscheduler_ingest")
+    parser.add_argument("--seconds", type=float, default=20.0, help="wrk run per count")
+    parser.add_argument(
+        "--connections",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[16, 64, 256],
+        help="comma-separated concurrent connections",
+    )
+    parser.add_argument("--links", type=int, default=2500, help="distinct links posted")
+    parser.add_argument(
+        "--output", type=Path, default=REPO_ROOT / "out" / "bench-pscheduler", help="report dir"
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""PUT/POST /ingest/pscheduler over a real uvicorn server: the token (bearer or Basic), limits
+with their reasons (413, 429 and 503 with Retry-After), the archiver's doubled Content-Type,
+and a re-posted run applied once. The runtime is built as `nettel serve` builds it; its STOMP
+source never starts, and its frame batcher only where a test wants runs applied."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import orjson
+import pytest
+import uvicorn
+
+from service.cli import build_parser
+from service.config import Settings
+from service.publish.app import create_app
+from service.runtime import Runtime, build_runtime
+from tests.integration.wire import metric_value, wait_for
+from tests.run_factory import SOURCE_HOST, run_body, run_record
+
+TOKEN = "ingest-secret-7f3a"
+PATH = "/ingest/pscheduler"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+Served = tuple[str, Runtime]
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Served]]:
+    """`serve(**settings)`: the app of `build_runtime(Settings(...))` on a free port."""
+    running: list[tuple[uvicorn.Server, threading.Thread, Runtime | None]] = []
+
+    def start(apply: bool = False, **settings: object) -> Served:
+        base = {"model": "none", "publish_telemetry": False}
+        runtime = build_runtime(Settings(**(base | settings)))  # type: ignore[arg-type]
+        if apply:
+            runtime.batcher.start()
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(runtime), "127.0.0.1", port, log_config=None)
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        wait_for(lambda: server.started, timeout=20, interval=0.02, what="uvicorn started")
+        running.append((server, thread, runtime if apply else None))
+        return f"http://127.0.0.1:{port}", runtime
+
+    yield start
+    for server, thread, applying in running:
+        server.should_exit = True
+        thread.join(10)
+        if applying is not None:
+            applying.batcher.stop()
+
+
+def rejected(url: str, reason: str) -> float:
+    return metric_value(url, "nettel_rejected_total", reason=reason)
+
+
+def test_without_a_token_configured_ingest_is_not_there(serve) -> None:
+    url, _ = serve()
+    for method in ("PUT", "POST"):
+        response = httpx.request(method, url + PATH, content=run_body(), headers=BEARER)
+        assert response.status_code == 404
+    assert rejected(url, "unauthorized") == 0
+
+
+def test_the_token_is_required_as_bearer_or_basic_password(serve) -> None:
+    url, runtime = serve(ingest_token=TOKEN)
+    missing = httpx.put(url + PATH, content=run_body())
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == 'Bearer, Basic realm="nettel"'
+    wrong = httpx.put(url + PATH, content=run_body(), headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    basic_wrong = httpx.post(url + PATH, content=run_body(), auth=("toolkit", "nope"))
+    assert basic_wrong.status_code == 401
+    assert rejected(url, "unauthorized") == 3
+    assert runtime.batcher.queued() == 0
+
+    bearer = httpx.put(url + PATH, content=run_body(), headers=BEARER)
+    assert (bearer.status_code, bearer.json()) == (202, {"status": "queued"})
+    assert httpx.post(url + PATH, content=run_body(), auth=("toolkit", TOKEN)).status_code == 202
+    host_port = url.removeprefix("http://")
+    in_url = httpx.put(f"http://ps:{TOKEN}@{host_port}{PATH}", content=run_body())  # as curl does
+    assert in_url.status_code == 202
+    assert runtime.batcher.queued() == 3
+    assert httpx.get(url + PATH, headers=BEARER).status_code == 405
+
+
+def test_the_archivers_doubled_content_type_is_taken_as_sent(serve) -> None:
+    """A spec with a lowercase `content-type` header makes pScheduler send two of them."""
+    url, runtime = serve(ingest_token=TOKEN)
+    body = run_body()
+    request = (
+        f"PUT {PATH} HTTP/1.1\r\nHost: nettel\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "content-type: application/json\r\nContent-Type: application/json\r\n"
+        f"x-ps-observer: 192.0.2.10\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as connection:
+        connection.sendall(request)
+        answer = connection.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 202 ")
+    assert runtime.batcher.queued() == 1
+
+
+def test_a_body_over_the_limit_is_refused_whole_with_413(serve) -> None:
+    url, runtime = serve(ingest_token=TOKEN)
+    limit = runtime.intake.max_body_bytes  # type: ignore[union-attr]
+    large = b"x" * (limit + 1)
+    declared = httpx.put(url + PATH, content=large, headers=BEARER)
+    assert declared.status_code == 413
+    assert declared.json()["detail"] == f"too_large: body over {limit} bytes"
+    chunked = httpx.put(url + PATH, content=iter([large[:1000], large[1000:]]), headers=BEARER)
+    assert chunked.status_code == 413
+    unpadded = len(orjson.dumps(run_record() | {"reference": ""}))
+    exact = orjson.dumps(run_record() | {"reference": "x" * (limit - unpadded)})
+    assert len(exact) == limit
+    assert httpx.put(url + PATH, content=exact, headers=BEARER).status_code == 202
+    assert rejected(url, "too_large") == 2 and runtime.batcher.queued() == 1
+
+
+def test_a_client_over_its_rate_gets_429_with_retry_after(serve) -> None:
+    url, runtime = serve(ingest_token=TOKEN, ingest_client_rate=0.2, ingest_client_burst=2)
+    with httpx.Client(headers=BEARER) as client:
+        statuses = [client.put(url + PATH, content=run_body()).status_code for _ in range(2)]
+        refused = client.put(url + PATH, content=run_body())
+    assert statuses == [202, 202]
+    assert refused.status_code == 429
+    assert 4 <= int(refused.headers["retry-after"]) <= 5  # one token per 5 s
+    assert refused.json()["detail"] == "rate_limited: client 127.0.0.1"
+    assert rejected(url, "rate_limited") == 1 and runtime.batcher.queued() == 2
+
+
+def test_runs_wait_in_the_queue_until_it_is_full_then_503_with_retry_after(serve) -> None:
+    """The frame batcher is not started: nothing drains the queue, as when ingest is behind."""
+    url, runtime = serve(ingest_token=TOKEN, ingest_queue_bytes=2 << 20)
+    big = orjson.dumps(run_record() | {"reference": "x" * 1_000_000})
+    with httpx.Client(headers=BEARER) as client:
+        statuses = [client.put(url + PATH, content=big).status_code for _ in range(3)]
+        assert statuses == [202, 202, 503]  # the third would pass 2 MiB
+        full = client.put(url + PATH, content=run_body())
+        assert full.status_code == 202  # a small one still fits
+        refused = client.put(url + PATH, content=big)
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "10"
+    assert refused.json()["detail"] == "queue_full: ingest is behind; its queue is full"
+    assert runtime.batcher.queued() == 3
+    assert rejected(url, "queue_full") == 2
+
+
+def test_a_run_posted_twice_is_applied_once_and_counted(serve) -> None:
+    url, runtime = serve(apply=True, ingest_token=TOKEN)
+    body = run_body(time.time(), run_id="retried")
+    with httpx.Client(headers=BEARER) as client:
+        assert [client.put(url + PATH, content=body).status_code for _ in range(2)] == [202, 202]
+        failed = run_body(time.time(), run_id="failed", result={"succeeded": False})
+        assert client.post(url + PATH, content=failed).status_code == 202
+        other = run_body(time.time(), run_id="rtt", test_type="rtt")
+        assert client.post(url + PATH, content=other).status_code == 202
+
+    def counted() -> dict[str, float]:
+        outcomes = ("applied", "duplicate", "failed", "ignored", "rejected")
+        values = {o: metric_value(url, "nettel_pscheduler_runs_total", outcome=o) for o in outcomes}
+        return values if sum(values.values()) == 4 else {}
+
+    assert wait_for(counted, timeout=10, interval=0.1, what="four runs counted") == {
+        "applied": 1.0,
+        "duplicate": 1.0,
+        "failed": 1.0,
+        "ignored": 1.0,
+        "rejected": 0.0,
+    }
+    assert metric_value(url, "nettel_datapoints_applied_total") == 2
+    assert metric_value(url, "nettel_messages_received_total", topic=PATH) == 4
+    assert runtime.state.view(time.time()).source_hosts == [SOURCE_HOST]
+
+
+def test_basic_credentials_that_are_not_base64_are_refused(serve) -> None:
+    url, _ = serve(ingest_token=TOKEN)
+    for credentials in ("!!!", base64.b64encode(b"no-colon").decode()):
+        headers = {"Authorization": f"Basic {credentials}"}
+        assert httpx.put(url + PATH, content=b"{}", headers=headers).status_code == 401
+
+
+def test_admin_endpoints_share_the_check_bearer_only(serve) -> None:
+    url, _ = serve(admin_token="admin-secret")
+    reload = url + "/admin/reload-model"
+    assert httpx.post(reload, auth=("admin", "admin-secret")).status_code == 401
+    assert httpx.post(reload, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    answer = httpx.post(reload, headers={"Authorization": "Bearer admin-secret"})
+    assert answer.status_code == 409  # authorised; --model none has nothing to reload
+    assert httpx.put(url + PATH, content=run_body(), headers=BEARER).status_code == 404
+
+
+def test_the_token_comes_from_the_environment_or_a_file(tmp_path, monkeypatch) -> None:
+    token_file = tmp_path / "ingest-token"
+    token_file.write_text(f"{TOKEN}\n")
+    monkeypatch.setenv("NETTEL_INGEST_TOKEN", "from-env")
+    assert Settings().ingest_bearer_token() == "from-env"
+    assert Settings(ingest_token_file=token_file).ingest_bearer_token() == TOKEN  # the file wins
+    with pytest.raises(ValueError, match="does not exist"):
+        Settings(ingest_token_file=tmp_path / "missing")
+    assert build_parser().parse_args(["serve", "--ingest-token-file", "f"]).ingest_token_file
+    with pytest.raises(SystemExit):  # the token itself is never on the command line
+        build_parser().parse_args(["serve", "--ingest-token", TOKEN])
