@@ -1,10 +1,11 @@
 """The baseline consumer: stomp.py alone, receiving and counting, nothing else.
 
     python -m benchmarks.bare_consumer --brokers HOST:PORT --client-id bench-bare \
-        --topics T1,T2 --expect N --output result.json
+        --topics T1,T2 --expect N [--flavour rabbitmq] --output result.json
 
-Connects like `nettel serve` does (STOMP 1.2, 10 s heart-beats, raw byte bodies, durable topic
-subscriptions `<client-id>-<n>`, the same prefetch, ack auto), counts MESSAGE frames and records
+Connects like `nettel serve` does (STOMP 1.2, 10 s heart-beats, raw byte bodies, vhost `/`,
+its durable subscriptions for the broker's flavour, the same prefetch, ack auto; ActiveMQ
+unless told otherwise), counts MESSAGE frames and records
 the monotonic time of the first one and of the one that completed `--expect`; then keeps
 listening for `--grace` seconds to count redeliveries (frames beyond the expected number and
 repeated message-ids). Gives up after `--idle-timeout` seconds without a frame. Writes
@@ -22,7 +23,8 @@ from pathlib import Path
 
 import stomp
 
-from benchmarks.broker import connect, durable_headers
+from benchmarks.broker import connect, durable_subscriptions
+from service.broker.flavour import Flavour
 
 
 class CountingListener(stomp.ConnectionListener):
@@ -53,12 +55,13 @@ def consume(
     prefetch: int,
     idle_timeout: float,
     grace: float,
+    flavour: Flavour = "activemq",
 ) -> dict[str, float | int | None]:
     listener = CountingListener(expect)
     connection = connect(brokers, client_id, listener, heartbeats=(10_000, 10_000))
-    for number, topic in enumerate(topics):
-        headers = durable_headers(client_id, number, prefetch)
-        connection.subscribe(topic, id=str(number), ack="auto", headers=headers)
+    subscriptions = durable_subscriptions(client_id, topics, prefetch, flavour)
+    for number, (destination, headers) in enumerate(subscriptions):
+        connection.subscribe(destination, id=str(number), ack="auto", headers=headers)
     seen = -1
     while not listener.done.wait(idle_timeout) and listener.received != seen:
         seen = listener.received
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefetch", type=int, default=20_000)
     parser.add_argument("--idle-timeout", type=float, default=30.0)
     parser.add_argument("--grace", type=float, default=2.0, help="listen on after --expect")
+    parser.add_argument("--flavour", choices=("activemq", "rabbitmq"), default="activemq")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
     topics = args.topics.split(",")
@@ -101,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         args.prefetch,
         args.idle_timeout,
         args.grace,
+        args.flavour,
     )
     text = json.dumps(result)
     if args.output:

@@ -1,4 +1,5 @@
-"""Private ActiveMQ brokers for the suite, and STOMP helpers shared by its helper processes."""
+"""Private brokers for the suite (ActiveMQ; RabbitMQ for `ingest_rabbitmq`), and STOMP helpers
+shared by its helper processes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from pathlib import Path
 import stomp
 
 from devtools.activemq import ActiveMQProcess, free_port, start_activemq
+from devtools.rabbitmq import RabbitMQProcess, start_rabbitmq
+from service.broker.flavour import Flavour
+from service.ingest.stomp_source import SubscriptionSpec, subscription_target
 
 BROKER_HEAP_MB = 1024
 #: Phrases ActiveMQ logs when producer flow control or a usage limit holds producers back.
@@ -33,6 +37,22 @@ def private_broker(workdir: Path, name: str, logs: Path) -> Iterator[ActiveMQPro
         logs.mkdir(parents=True, exist_ok=True)
         if broker.log_path.exists():
             shutil.copy(broker.log_path, logs / f"activemq-{name}.log")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def private_rabbitmq(workdir: Path, name: str, logs: Path) -> Iterator[RabbitMQProcess]:
+    """A fresh RabbitMQ node under `workdir/rabbitmq-<name>`; log kept in `logs`, data deleted."""
+    base = workdir / f"rabbitmq-{name}"
+    shutil.rmtree(base, ignore_errors=True)
+    broker = start_rabbitmq(base, stomp_port=free_port())
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        logs.mkdir(parents=True, exist_ok=True)
+        if broker.log_path.exists():
+            shutil.copy(broker.log_path, logs / f"rabbitmq-{name}.log")
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -67,8 +87,11 @@ def connect(
     listener: stomp.ConnectionListener | None = None,
     heartbeats: tuple[int, int] = (0, 0),
 ) -> stomp.Connection12:
-    """A connected STOMP 1.2 connection (with `client-id` when given); raw byte bodies."""
-    connection = stomp.Connection12([address(brokers)], heartbeats=heartbeats, auto_decode=False)
+    """A connected STOMP 1.2 connection (with `client-id` when given); raw byte bodies. Its
+    `host` header is `/`: RabbitMQ's default vhost, which ActiveMQ ignores."""
+    connection = stomp.Connection12(
+        [address(brokers)], heartbeats=heartbeats, auto_decode=False, vhost="/"
+    )
     if listener is not None:
         connection.set_listener("bench", listener)
     headers = {"client-id": client_id} if client_id else {}
@@ -76,12 +99,15 @@ def connect(
     return connection
 
 
-def durable_headers(client_id: str, number: int, prefetch: int) -> dict[str, str]:
-    """SUBSCRIBE headers of an ActiveMQ durable topic subscription named `<client_id>-<n>`."""
-    return {
-        "activemq.subscriptionName": f"{client_id}-{number}",
-        "activemq.prefetchSize": str(prefetch),
-    }
+def durable_subscriptions(
+    client_id: str, topics: Sequence[str], prefetch: int, flavour: Flavour
+) -> list[tuple[str, dict[str, str]]]:
+    """(destination, SUBSCRIBE headers) of `nettel serve`'s durable subscriptions for
+    `client_id` on a broker of `flavour` (ActiveMQ: subscriptions `<client_id>-<n>`; RabbitMQ:
+    durable queues `<client_id>.<topic>`)."""
+    spec = SubscriptionSpec(mode="durable", client_id=client_id, prefetch=prefetch)
+    targets = [subscription_target(spec, topic, n, flavour) for n, topic in enumerate(topics)]
+    return [(target.destination, target.headers) for target in targets]
 
 
 def register_durable(

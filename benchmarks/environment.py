@@ -29,6 +29,7 @@ def describe_environment(load_generator: str, model: str) -> dict[str, Any]:
         "fastapi": _version("fastapi"),
         "uvicorn": _version("uvicorn"),
         "activemq": _command_output(["dpkg-query", "-W", "-f=${Version}", "activemq"]),
+        "rabbitmq": _command_output(["dpkg-query", "-W", "-f=${Version}", "rabbitmq-server"]),
         "java": _java_version(),
         "load_generator": load_generator,
         "git_commit": commit,

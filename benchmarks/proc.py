@@ -17,6 +17,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and its live children (RabbitMQ's Erlang VM is the child of
+    the `rabbitmq-server` shell)."""
+    return cpu_seconds(pid) + sum(cpu_seconds(child) for child in children_of(pid))
+
+
 def children_of(pid: int) -> list[int]:
     """Live child processes of `pid` (e.g. the service's parser processes)."""
     children = []

@@ -182,6 +182,7 @@ def _environment_table(env: dict[str, Any]) -> list[str]:
         ("stomp.py", env["stomp_py"]),
         ("orjson / FastAPI / uvicorn", f"{env['orjson']} / {env['fastapi']} / {env['uvicorn']}"),
         ("ActiveMQ (Java)", f"{env['activemq']} ({env['java']})"),
+        ("RabbitMQ", env.get("rabbitmq")),
         ("load generator", env["load_generator"]),
         (
             "nettel commit",

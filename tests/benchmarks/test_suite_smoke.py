@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MEASUREMENTS = ("ingest", "cycle", "memory", "api", "freshness", "start")
+MEASUREMENTS = ("ingest", "ingest_rabbitmq", "cycle", "memory", "api", "freshness", "start")
 ENVIRONMENT_KEYS = {
     "reference_start",
     "reference_end",
@@ -26,6 +26,7 @@ ENVIRONMENT_KEYS = {
     "numpy",
     "stomp_py",
     "activemq",
+    "rabbitmq",
     "git_commit",
     "date",
     "load_generator",
@@ -39,6 +40,7 @@ FIGURES = {
         "service_to_bare",
         "pipeline_alone_rate",
     },
+    "ingest_rabbitmq": {"publish_rate", "bare_rate", "service_rate", "service_to_bare"},
     "cycle": {
         "median_1k",
         "max_1k",

@@ -64,6 +64,7 @@ def test_the_node_listens_on_loopback_only_and_keeps_to_its_folder(
         connection.disconnect()
 
 
+@pytest.mark.slow
 def test_persistent_message_in_a_durable_queue_survives_kill_and_start(rabbitmq_factory) -> None:
     broker = rabbitmq_factory()
     destination = "/queue/nettel.devtools.persist"
