@@ -1,6 +1,7 @@
 """The shared connection lifecycle (`broker.link.BrokerLink`) on a real private ActiveMQ: the
-consumer and the telemetry publisher both come back after the broker restarts, a frozen broker
-is noticed by missed heart-beats, and stop() returns at once while the broker is away."""
+consumer and the telemetry publisher both come back after the broker restarts (on RabbitMQ
+too), a frozen broker is noticed by missed heart-beats, and stop() returns at once while the
+broker is away."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import stomp
 from service.broker.link import BrokerLink
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.publish.telemetry import TelemetryPublisher
-from tests.integration.wire import Publisher, wait_for
+from tests.integration.wire import VHOST, Publisher, wait_for
 from tests.publish.support import host_link, make_matrix
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -34,7 +35,7 @@ class Collector(stomp.ConnectionListener):
         host, port = brokers.rsplit(":", 1)
         self.bodies: list[dict] = []
         self._lock = threading.Lock()
-        self.connection = stomp.Connection12([(host, int(port))])
+        self.connection = stomp.Connection12([(host, int(port))], vhost=VHOST)
         self.connection.set_listener("collect", self)
         self.connection.connect(wait=True)
         self.connection.subscribe(destination, id="collect", ack="auto")
@@ -60,9 +61,9 @@ def messages(caplog: pytest.LogCaptureFixture, text: str) -> int:
     return sum(record.getMessage() == text for record in caplog.records)
 
 
-def test_consumer_and_publisher_reconnect_after_the_broker_restarts(activemq_factory, caplog):
+def test_consumer_and_publisher_reconnect_after_the_broker_restarts(broker_factory, caplog):
     caplog.set_level(logging.INFO)
-    broker = activemq_factory()
+    broker = broker_factory()
     address = [("127.0.0.1", broker.stomp_port)]
     received: list[bytes] = []
     source = StompSource(
@@ -70,11 +71,12 @@ def test_consumer_and_publisher_reconnect_after_the_broker_restarts(activemq_fac
         [INGEST],
         lambda topic, body, ack: received.append(body),
         subscription=SubscriptionSpec(mode="plain"),
+        vhost=VHOST,
         heartbeat_ms=HEARTBEAT_MS,
         max_backoff_seconds=2.0,
     )
     publisher = TelemetryPublisher(
-        address, TELEMETRY, heartbeat_ms=HEARTBEAT_MS, max_backoff_seconds=2.0
+        address, TELEMETRY, heartbeat_ms=HEARTBEAT_MS, vhost=VHOST, max_backoff_seconds=2.0
     )
     source.start()
     publisher.start()
