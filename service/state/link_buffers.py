@@ -71,6 +71,43 @@ class LinkBuffers:
             stored[taken] = self._write_round(points.take(taken))
         return stored
 
+    def write_with_history(
+        self, points: Datapoints, older: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fold the `older` datapoints (before the window) straight into the archived moments
+        where no minute can be counted twice, then `write` the others, oldest minute first: the
+        moments come out as if the minutes had arrived one by one and left the window.
+
+        That is where a row has archived nothing yet and does not hold the minute: every minute
+        a row ever stored is then still held, so a row's whole history must come in one call.
+        Of a minute given twice, the last value is taken. Returns (stored, folded) per datapoint.
+        """
+        old = np.flatnonzero(older)
+        history = points.take(old)
+        rows, minutes = history.rows, history.minutes
+        fresh = (self.archive["delay_n"][rows] == 0) & (self.archive["loss_n"][rows] == 0)
+        held = self.slot_minute[rows, minutes % WINDOW_MINUTES] == minutes
+        folding = fresh & ~held & _last_of_each(rows, history.is_loss, minutes)
+        self._fold(history.take(np.flatnonzero(folding)))
+        recent = np.flatnonzero(~older)
+        recent = recent[np.argsort(points.minutes[recent], kind="stable")]
+        stored = np.zeros(len(points.rows), dtype=bool)
+        stored[old] = folding
+        stored[recent] = self.write(points.take(recent))
+        return stored, older & stored
+
+    def _fold(self, points: Datapoints) -> None:
+        """Archive `points` oldest minute first, one value per row at a time, as the window
+        stores them (float32), as eviction from the window would."""
+        points = points.take(np.argsort(points.minutes, kind="stable"))
+        for quantity, chosen, values in (
+            ("delay", ~points.is_loss, points.mean),
+            ("loss", points.is_loss, points.loss),
+        ):
+            rows, values = points.rows[chosen], values[chosen].astype(np.float32)
+            for taken in _rounds(rows):
+                self._archive(rows[taken], values[taken], quantity)
+
     def _write_round(self, points: Datapoints) -> np.ndarray:
         rows, minutes = points.rows, points.minutes
         slots = minutes % WINDOW_MINUTES
@@ -139,6 +176,17 @@ def _extend(array: np.ndarray, extra: int, fill: float) -> np.ndarray:
     """`array` with `extra` more rows filled with `fill`."""
     padding = np.full((extra, *array.shape[1:]), fill, dtype=array.dtype)
     return np.concatenate([array, padding])
+
+
+def _last_of_each(rows: np.ndarray, is_loss: np.ndarray, minutes: np.ndarray) -> np.ndarray:
+    """Mask of the last datapoint of each (row, quantity, minute), in the given order."""
+    order = np.lexsort((np.arange(len(rows)), minutes, is_loss, rows))
+    keys = np.stack([rows, is_loss, minutes])[:, order]
+    last = np.ones(len(rows), dtype=bool)
+    last[:-1] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
+    mask = np.zeros(len(rows), dtype=bool)
+    mask[order[last]] = True
+    return mask
 
 
 def _rounds(rows: np.ndarray) -> list[np.ndarray]:

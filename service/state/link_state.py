@@ -33,6 +33,8 @@ class ApplyOutcome:
 
     applied: int = 0
     rejected: list[RejectReason] = field(default_factory=list)
+    #: Of `applied`, those older than the window, folded into the all-time moments.
+    archived: int = 0
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,19 @@ class LinkState:
             self.stored_total += sum(outcome.applied for outcome in outcomes)
         return outcomes
 
-    def _apply_batch(self, messages: Sequence[ParsedMessage], now: float) -> list[ApplyOutcome]:
+    def apply_history(self, messages: Sequence[ParsedMessage], now: float) -> list[ApplyOutcome]:
+        """`apply_batch` for messages read back from an archive, with each link's whole history
+        in this one call: datapoints before the window are folded into the all-time moments
+        where that counts no minute twice (`LinkBuffers.write_with_history`), else `too_old`.
+        """
+        with self._lock:
+            outcomes = self._apply_batch(messages, now, history=True)
+            self.stored_total += sum(outcome.applied for outcome in outcomes)
+        return outcomes
+
+    def _apply_batch(
+        self, messages: Sequence[ParsedMessage], now: float, history: bool = False
+    ) -> list[ApplyOutcome]:
         outcomes = [ApplyOutcome(rejected=[reason for reason, _ in m.rejected]) for m in messages]
         table = _datapoint_table(messages)
         if not len(table):
@@ -125,24 +139,22 @@ class LinkState:
         message_of = table[:, 0].astype(np.intp)
         timestamps = table[:, 1].astype(np.int64)
         codes = window_reject_codes(timestamps, now)
-        for point in np.flatnonzero(codes).tolist():
+        kept = codes != _FUTURE if history else codes == 0
+        for point in np.flatnonzero(~kept).tolist():
             outcomes[message_of[point]].rejected.append(_WINDOW_REASONS[codes[point]])
-        fits = codes == 0
-        if not fits.any():
+        if not kept.any():
             return outcomes
         row_of = np.full(len(messages), -1, dtype=np.int64)
-        for number in np.unique(message_of[fits]).tolist():  # new links get rows in message order
+        for number in np.unique(message_of[kept]).tolist():  # new links get rows in message order
             row_of[number] = self.index.row_for(messages[number].link)
         self.buffers.ensure_row(int(row_of.max()))
-        table, message_of = table[fits], message_of[fits]
-        stored = self.buffers.write(
-            Datapoints(row_of[message_of], timestamps[fits] // 60, *_point_columns(table))
-        )
-        applied = np.bincount(message_of[stored], minlength=len(messages)).tolist()
-        for number, outcome in enumerate(outcomes):
-            outcome.applied = applied[number]
-        for number in message_of[~stored].tolist():
-            outcomes[number].rejected.append(RejectReason.TOO_OLD)
+        table, message_of = table[kept], message_of[kept]
+        points = Datapoints(row_of[message_of], timestamps[kept] // 60, *_point_columns(table))
+        if history:
+            stored, archived = self.buffers.write_with_history(points, codes[kept] == _TOO_OLD)
+        else:
+            stored, archived = self.buffers.write(points), np.zeros(len(message_of), dtype=bool)
+        _count_stored(outcomes, message_of, stored, archived)
         return outcomes
 
     def view(self, now: float, rows: list[int] | None = None) -> StateView:
@@ -185,6 +197,7 @@ class LinkState:
 
 
 _WINDOW_REASONS = (None, RejectReason.FUTURE, RejectReason.TOO_OLD)
+_FUTURE, _TOO_OLD = 1, 2  # their codes
 #: Columns of `_datapoint_table`, after the message number and timestamp.
 _COLUMNS = ("is_loss", "loss", *HistogramStats._fields[1:7])
 
@@ -202,6 +215,18 @@ def window_reject_codes(timestamps: np.ndarray, now: float) -> np.ndarray:
     """`window_reject_reason` of each timestamp as an index into `_WINDOW_REASONS`."""
     too_old = timestamps // 60 < int(now // 60) - WINDOW_MINUTES
     return np.where(timestamps > now + MAX_FUTURE_SECONDS, 1, np.where(too_old, 2, 0))
+
+
+def _count_stored(
+    outcomes: list[ApplyOutcome], message_of: np.ndarray, stored: np.ndarray, archived: np.ndarray
+) -> None:
+    """Set each message's datapoints stored and archived; the others are `too_old`."""
+    applied = np.bincount(message_of[stored], minlength=len(outcomes)).tolist()
+    folded = np.bincount(message_of[archived], minlength=len(outcomes)).tolist()
+    for number, outcome in enumerate(outcomes):
+        outcome.applied, outcome.archived = applied[number], folded[number]
+    for number in message_of[~stored].tolist():
+        outcomes[number].rejected.append(RejectReason.TOO_OLD)
 
 
 def _datapoint_table(messages: Sequence[ParsedMessage]) -> np.ndarray:
