@@ -148,16 +148,15 @@ class AltoView:
     ) -> Costs:
         """Typed source -> typed destination -> the host link's value, else its PIDs' value."""
         hosts, sites, pid_of = self.host_costs(metric), self.site_costs(metric), self.network.pid_of
-        targets = [(dst.text, str(dst.address), pid_of(dst.address)) for dst in dsts]
+        targets = [(dst.text, str(dst.address), pid_of(dst.address) or "") for dst in dsts]
         costs: Costs = {}
         for src in srcs:
             host_row = hosts.get(str(src.address), _NONE)
-            source_pid = pid_of(src.address)
-            site_row = sites.get(source_pid, _NONE) if source_pid is not None else _NONE
+            site_row = sites.get(pid_of(src.address) or "", _NONE)  # "": in no PID
             row: dict[str, float] = {}
-            for text, address, pid in targets:
-                value = host_row.get(address)
-                if value is None and pid is not None:
+            for text, ip, pid in targets:
+                value = host_row.get(ip)
+                if value is None:
                     value = site_row.get(pid)
                 if value is not None:
                     row[text] = value
@@ -170,8 +169,8 @@ class AltoView:
         costs = self._site_costs.get(metric.name)
         if costs is None:
             pids = self.network.pids
-            ends = ((pids[link["source"]], pids[link["destination"]]) for link in self._site_links)
-            costs = self._site_costs[metric.name] = _costs(self._site_links, ends, metric)
+            ends = ((pids[x["source"]], pids[x["destination"]], x) for x in self._site_links)
+            costs = self._site_costs[metric.name] = _costs(ends, metric)
         return costs
 
     def host_costs(self, metric: CostMetric) -> Costs:
@@ -179,9 +178,12 @@ class AltoView:
         costs = self._host_costs.get(metric.name)
         if costs is None:
             ips = self._canonical_ips
-            links = [x for x in self._links if x["source"] in ips and x["destination"] in ips]
-            ends = ((ips[link["source"]], ips[link["destination"]]) for link in links)
-            costs = self._host_costs[metric.name] = _costs(links, ends, metric)
+            ends = (
+                (ips[x["source"]], ips[x["destination"]], x)
+                for x in self._links
+                if x["source"] in ips and x["destination"] in ips
+            )
+            costs = self._host_costs[metric.name] = _costs(ends, metric)
         return costs
 
     @cached_property
@@ -208,11 +210,10 @@ def _no_networks(site: str) -> Sequence[str]:
     return ()
 
 
-def _costs(
-    links: Iterable[LinkRecord], ends: Iterable[tuple[str, str]], metric: CostMetric
-) -> Costs:
+def _costs(ends: Iterable[tuple[str, str, LinkRecord]], metric: CostMetric) -> Costs:
+    """Source -> destination -> the link's value, for (source, destination, link) with one."""
     costs: Costs = defaultdict(dict)
-    for link, (source, destination) in zip(links, ends, strict=True):
+    for source, destination, link in ends:
         value = metric.value(link)
         if value is not None:
             costs[source][destination] = value
