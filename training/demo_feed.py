@@ -76,8 +76,8 @@ class _BrokerSession:
         self._connection = None
 
     def _open(self) -> stomp.Connection:
-        connection = stomp.Connection(
-            self._brokers, heartbeats=HEARTBEATS_MS, reconnect_attempts_max=1
+        connection = stomp.Connection(  # vhost "/": RabbitMQ reads the default host header
+            self._brokers, heartbeats=HEARTBEATS_MS, reconnect_attempts_max=1, vhost="/"
         )
         user, password = self._credentials
         connection.connect(user, password, wait=True)
