@@ -9,11 +9,14 @@ by its lower-cased host name, prefixed `ipv4:`/`ipv6:` when the run fixes the IP
 dual-stack mesh's two links stay apart). When such an end resolves later (the bus reports the
 link, or a run comes after the bus revealed the host), its row is re-keyed: the same directed
 link keeps one row whichever source reported it first. Rows are never reused or reordered.
+
+Each row's ends have sites from the topology; a new topology re-maps every row (`set_topology`).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from service.parse.perfsonar import canonical_ip
@@ -21,6 +24,8 @@ from service.parse.records import LinkEndpoints, NamedEndpoints
 from service.state.topology import Topology, host_key
 
 Key = tuple[str, str]
+#: (host name, IP or identity) -> site, e.g. `Topology.site_of`.
+SiteOf = Callable[[str, str], str | None]
 
 
 @dataclass
@@ -40,9 +45,35 @@ class LinkIndex:
     #: (host name, 4 or 6) -> the address of that IP version the bus last reported for it.
     ip_by_host_version: dict[tuple[str, int], str] = field(default_factory=dict)
     names_version: int = 0
+    #: Rows with an end that no site matches.
+    unmapped: int = 0
 
     def __len__(self) -> int:
         return len(self.sources)
+
+    def ends(self) -> tuple[list[str], list[str], list[str], list[str]]:
+        """Copies of the source hosts, sources, destination hosts and destinations."""
+        return (
+            list(self.source_hosts),
+            list(self.sources),
+            list(self.destination_hosts),
+            list(self.destinations),
+        )
+
+    def set_topology(self, topology: Topology, site_of: SiteOf | None = None) -> None:
+        """Re-map every row's sites to `topology`, whose `site_of` a caller may have memoised
+        (and warmed over `ends()`) so that this takes little time; new site columns replace the
+        old, and `names_version` moves on so every record is rebuilt."""
+        site_of = site_of or topology.site_of
+        sources = [site_of(h, ip) for h, ip in zip(self.source_hosts, self.sources, strict=True)]
+        destinations = [
+            site_of(h, ip) for h, ip in zip(self.destination_hosts, self.destinations, strict=True)
+        ]
+        self.topology = topology
+        self.source_sites, self.destination_sites = sources, destinations
+        pairs = zip(sources, destinations, strict=True)
+        self.unmapped = sum(source is None or destination is None for source, destination in pairs)
+        self.names_version += 1
 
     def row_for(self, link: LinkEndpoints | NamedEndpoints) -> int:
         """Row of `link`, added if new. The bus's host names replace earlier ones; a named link
@@ -131,6 +162,7 @@ class LinkIndex:
         self.destination_hosts.append("")
         self.source_sites.append(None)
         self.destination_sites.append(None)
+        self.unmapped += 1
         self._set_hosts(row, source_host, destination_host, learn)
         return row
 
@@ -143,10 +175,15 @@ class LinkIndex:
             self._learn(destination_host, self.destinations[row])
 
     def _set_sites(self, row: int) -> None:
+        self.unmapped -= self._is_unmapped(row)
         self.source_sites[row] = self.topology.site_of(self.source_hosts[row], self.sources[row])
         self.destination_sites[row] = self.topology.site_of(
             self.destination_hosts[row], self.destinations[row]
         )
+        self.unmapped += self._is_unmapped(row)
+
+    def _is_unmapped(self, row: int) -> bool:
+        return self.source_sites[row] is None or self.destination_sites[row] is None
 
     def _learn(self, host: str, address: str) -> None:
         name = host_key(host)

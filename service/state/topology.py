@@ -9,9 +9,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from service.parse.perfsonar import canonical_ip
 from service.state.prefix_table import Network, PrefixTable
+
+_Key = TypeVar("_Key", str, Network)
 
 
 def host_key(name: str) -> str:
@@ -25,7 +28,10 @@ def host_key(name: str) -> str:
 
 @dataclass(frozen=True)
 class Topology:
-    """Host name or address -> site, and site -> its networks; empty without a topology."""
+    """Host name or address -> site, and site -> its networks; empty without a topology.
+
+    Built by `from_mapping` (a host list) or `from_inventory` (hosts and networks).
+    """
 
     #: `host_key` of a host name, or an address in canonical form -> site.
     site_by_host: dict[str, str] = field(default_factory=dict)
@@ -33,15 +39,10 @@ class Topology:
     networks_by_site: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Inventory entries left out of matching, each with why (e.g. a network of two sites).
     skipped: tuple[str, ...] = ()
-    _prefixes: PrefixTable = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        entries = (
-            (ipaddress.ip_network(cidr), site)
-            for site, networks in self.networks_by_site.items()
-            for cidr in networks
-        )
-        object.__setattr__(self, "_prefixes", PrefixTable.build(entries))
+    #: `networks_by_site` as a lookup table (`from_inventory` builds both from one parse).
+    prefixes: PrefixTable = field(
+        default_factory=lambda: PrefixTable.build(()), repr=False, compare=False
+    )
 
     @classmethod
     def from_mapping(cls, sites: dict[str, list[str]]) -> Topology:
@@ -67,18 +68,19 @@ class Topology:
         a network that does not parse are left out (named in `skipped`), not refused.
         """
         site_by_host, skipped = _unambiguous((entry_key(host), site) for host, site in hosts)
-        parsed: list[tuple[str, str]] = []
+        parsed: list[tuple[Network, str]] = []
         for cidr, site in networks:
             try:
-                parsed.append((str(ipaddress.ip_network(cidr.strip(), strict=False)), site))
+                parsed.append((ipaddress.ip_network(cidr.strip(), strict=False), site))
             except ValueError:
                 skipped.append(f"network {cidr!r} of {site!r} is not an IP network")
         site_by_network, ambiguous = _unambiguous(parsed)
-        grouped: dict[str, list[str]] = {}
-        for cidr, site in site_by_network.items():
-            grouped.setdefault(site, []).append(cidr)
-        by_site = {site: _network_order(cidrs) for site, cidrs in sorted(grouped.items())}
-        return cls(site_by_host, by_site, tuple(skipped + ambiguous))
+        grouped: dict[str, list[Network]] = {}
+        for network, site in site_by_network.items():
+            grouped.setdefault(site, []).append(network)
+        by_site = {site: _network_order(networks) for site, networks in sorted(grouped.items())}
+        table = PrefixTable.build(site_by_network.items())
+        return cls(site_by_host, by_site, tuple(skipped + ambiguous), table)
 
     @property
     def sites(self) -> list[str]:
@@ -105,7 +107,7 @@ class Topology:
             address = ipaddress.ip_address(ip.strip())
         except ValueError:  # an end known by name only
             return self.site_by_host.get(host_key(ip))
-        return self.site_by_host.get(str(address)) or self._prefixes.lookup(address)
+        return self.site_by_host.get(str(address)) or self.prefixes.lookup(address)
 
 
 def entry_key(text: str) -> str:
@@ -113,9 +115,9 @@ def entry_key(text: str) -> str:
     return canonical_ip(text) or host_key(text)
 
 
-def _unambiguous(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+def _unambiguous(pairs: Iterable[tuple[_Key, str]]) -> tuple[dict[_Key, str], list[str]]:
     """`{key: site}` of keys given one site only, and what was dropped for having two."""
-    sites_of: dict[str, set[str]] = {}
+    sites_of: dict[_Key, set[str]] = {}
     for key, site in pairs:
         sites_of.setdefault(key, set()).add(site)
     chosen = {key: next(iter(sites)) for key, sites in sites_of.items() if len(sites) == 1}
@@ -127,7 +129,7 @@ def _unambiguous(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list
     return chosen, dropped
 
 
-def _network_order(cidrs: Iterable[str]) -> tuple[str, ...]:
-    networks: list[Network] = [ipaddress.ip_network(cidr) for cidr in set(cidrs)]
+def _network_order(networks: list[Network]) -> tuple[str, ...]:
+    """Canonical CIDR text, IPv4 then IPv6, each in address order."""
     networks.sort(key=lambda n: (n.version, int(n.network_address), n.prefixlen))
     return tuple(str(network) for network in networks)

@@ -94,9 +94,11 @@ def _rcsite_networks(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             raise ValueError(f"{key}.netroutes is {_kind(routes)}, expected an object")
         for route_name, route in routes.items():
             networks = route.get("networks") if isinstance(route, dict) else None
+            where = f"{key}.netroutes.{str(route_name).strip()}.networks"
+            if not isinstance(networks, dict | None):
+                raise ValueError(f"{where} is {_kind(networks)}, expected an object")
             for family in ("ipv4", "ipv6"):
-                where = f"{key}.netroutes.{route_name.strip()}.networks.{family}"
-                for cidr in _list((networks or {}).get(family), where):
+                for cidr in _list((networks or {}).get(family), f"{where}.{family}"):
                     yield str(cidr), name
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from service.state.link_state import LinkState
 from service.state.topology import Topology
+from tests.message_factory import BASE_TS, link, loss_message
 
 INVENTORY = Topology.from_inventory(
     hosts=[("PS.Wide.example.org.", "WIDE"), ("192.0.2.99", "EXACT")],
@@ -78,3 +80,28 @@ def test_host_bits_in_a_network_are_cleared() -> None:
     assert Topology.from_inventory([], [("192.0.2.7/24", "X")]).networks_of("X") == (
         "192.0.2.0/24",
     )
+
+
+def test_the_index_counts_unmapped_links_and_remaps_every_row() -> None:
+    state = LinkState(Topology.from_mapping({"A": ["ps.a.example.org"]}))
+    ends = [
+        link("192.0.2.1", "198.51.100.1", "ps.a.example.org", "ps.b.example.org"),
+        link("198.51.100.1", "192.0.2.1", "ps.b.example.org", "ps.a.example.org"),
+        link("192.0.2.1", "203.0.113.1", "ps.a.example.org", "ps.c.example.org"),
+    ]
+    state.apply_batch([loss_message({BASE_TS: 0.0}, e) for e in ends], BASE_TS + 30)
+    index = state.index
+    assert (index.unmapped, index.source_sites) == (3, ["A", None, "A"])
+    version = index.names_version
+    index.set_topology(
+        Topology.from_inventory([("ps.a.example.org", "A")], [("198.51.100.0/24", "B")])
+    )
+    assert list(zip(index.source_sites, index.destination_sites, strict=True)) == [
+        ("A", "B"),
+        ("B", "A"),
+        ("A", None),
+    ]
+    assert (index.unmapped, index.names_version) == (1, version + 1)
+    new = link("198.51.100.9", "192.0.2.1", "ps.new.example.org", "ps.a.example.org")
+    state.apply(loss_message({BASE_TS: 0.0}, new), BASE_TS + 30)
+    assert index.unmapped == 1 and index.source_sites[-1] == "B"  # a new row, mapped at once

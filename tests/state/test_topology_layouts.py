@@ -135,6 +135,8 @@ def test_a_malformed_cric_export_names_the_field() -> None:
     route = {"R": {"networks": {"ipv4": "137.138.0.0/16"}}}
     with pytest.raises(ValueError, match="CERN-PROD.netroutes.R.networks.ipv4 is a string"):
         parse_topology({"CERN-PROD": {"netroutes": route}})
+    with pytest.raises(ValueError, match="CERN-PROD.netroutes.R.networks is a list"):
+        parse_topology({"CERN-PROD": {"netroutes": {"R": {"networks": ["137.138.0.0/16"]}}}})
 
 
 def test_a_cric_site_without_perfsonar_or_networks_names_no_site() -> None:
