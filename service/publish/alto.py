@@ -55,10 +55,10 @@ def alto_response(document: dict[str, Any], media_type: str, status_code: int = 
     return Response(orjson.dumps(document), status_code=status_code, media_type=media_type)
 
 
-def replying(media_type: str) -> Callable[[Request], None]:
+def replying(media_type: str) -> Callable[[Request], Awaitable[None]]:
     """A dependency refusing (406) a request whose `Accept` rules out `media_type`."""
 
-    def check(request: Request) -> None:
+    async def check(request: Request) -> None:  # async: no worker thread for a header check
         accept = request.headers.get("accept")
         if not accepts(accept, media_type):
             raise AltoError(E_INVALID_FIELD_VALUE, "Accept", accept, status=406)
@@ -84,7 +84,7 @@ def request_body(media_type: str) -> Callable[[Request], Awaitable[bytes]]:
     return body
 
 
-def offered_metric(metric: str) -> CostMetric:
+async def offered_metric(metric: str) -> CostMetric:
     """The cost map's metric from the path; one nettel does not offer is 404."""
     if metric not in METRICS:
         raise AltoError(E_INVALID_FIELD_VALUE, "cost-metric", metric, status=404)

@@ -67,7 +67,7 @@ VTAG = re.compile(r"^[\x21-\x7e]{1,64}$")
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, Runtime]]:
     runtime = build_runtime(Settings(model="none", publish_telemetry=False))
-    runtime.state.index.topology = Topology.from_inventory([], NETWORKS)
+    runtime.state.index.set_topology(Topology.from_inventory([], NETWORKS))
     with serve_app(create_app(runtime)) as url:
         yield url, runtime
 
@@ -368,14 +368,14 @@ def test_the_network_map_vtag_follows_the_sites_networks(served, alto):
     runtime.cycle.latest = make_matrix(LINKS)  # a new snapshot, the same map: the same tag
     assert alto.get("/alto/networkmap").json() == first
     networks = [*NETWORKS, ("203.0.113.0/24", PIC)]
-    runtime.state.index.topology = Topology.from_inventory([], networks)
+    runtime.state.index.set_topology(Topology.from_inventory([], networks))
     try:
         runtime.cycle.latest = make_matrix(LINKS)
         second = alto.get("/alto/networkmap").json()
         cost_map = alto.get("/alto/costmap/lossrate").json()
         from_pic = endpoint_costs(alto, ["ipv4:203.0.113.200"], ["ipv4:192.0.2.1"])
     finally:
-        runtime.state.index.topology = Topology.from_inventory([], NETWORKS)
+        runtime.state.index.set_topology(Topology.from_inventory([], NETWORKS))
     assert second["network-map"][PIC] == {"ipv4": ["203.0.113.0/24"]}
     assert second["meta"]["vtag"]["tag"] != first["meta"]["vtag"]["tag"]
     assert cost_map["meta"]["dependent-vtags"] == [second["meta"]["vtag"]]
