@@ -4,7 +4,8 @@
 #   bash scripts/run.sh [extra `nettel serve` arguments]
 #
 # Without NETTEL_BROKERS: starts a private ActiveMQ on 127.0.0.1:${NETTEL_BROKER_PORT:-61613}
-# (data in run/activemq), the seeded demo feed (`nettel simulate`) and `nettel serve`.
+# (data in run/activemq), the seeded demo feed (`nettel simulate`, which first writes its mesh's
+# sites as a CRIC rcsite export, run/topology.json) and `nettel serve --topology` that file.
 # With NETTEL_BROKERS=host:port[,host:port]: only `nettel serve`, against those brokers.
 # NETTEL_LISTEN (default 127.0.0.1:8080) is where the HTTP API listens. Logs go to run/logs/
 # (NETTEL_RUN_DIR moves run/ elsewhere; the tests use that).
@@ -72,18 +73,25 @@ healthy() {
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 
+SERVE_TOPOLOGY=()  # the demo's sites; a --topology among the arguments comes later and wins
 if [ -z "${NETTEL_BROKERS:-}" ]; then
     BROKERS="127.0.0.1:$BROKER_PORT"
     start_bg activemq .venv/bin/python -m devtools.activemq start \
         --dir "$RUN_DIR/activemq" --port "$BROKER_PORT"
     wait_for "ActiveMQ" "${PIDS[-1]}" "$RUN_DIR/logs/activemq.log" \
         grep -q "activemq: ready" "$RUN_DIR/logs/activemq.log" || { stop_all; exit 1; }
-    start_bg simulate .venv/bin/nettel simulate --brokers "$BROKERS" --seed 1
+    TOPOLOGY="$RUN_DIR/topology.json"
+    rm -f "$TOPOLOGY"
+    start_bg simulate .venv/bin/nettel simulate --brokers "$BROKERS" --seed 1 \
+        --write-topology "$TOPOLOGY"
+    wait_for "the demo's topology" "${PIDS[-1]}" "$RUN_DIR/logs/simulate.log" \
+        test -s "$TOPOLOGY" || { stop_all; exit 1; }
+    SERVE_TOPOLOGY=(--topology "$TOPOLOGY")
 else
     BROKERS="$NETTEL_BROKERS"
 fi
 start_bg serve .venv/bin/nettel serve --brokers "$BROKERS" --listen "$LISTEN" \
-    --state-dir "${NETTEL_STATE_DIR:-$RUN_DIR/state}" "$@"
+    --state-dir "${NETTEL_STATE_DIR:-$RUN_DIR/state}" "${SERVE_TOPOLOGY[@]}" "$@"
 
 URL="http://${LISTEN/0.0.0.0/127.0.0.1}"
 wait_for "nettel serve" "${PIDS[-1]}" "$RUN_DIR/logs/serve.log" healthy "$URL/healthz" ||

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from service.client_cli import add_costmatrix_command
 from service.config import Settings, load_settings, parse_address
@@ -113,6 +114,13 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     simulate.add_argument("--user", default=None, help="STOMP login")
     simulate.add_argument("--password", default=None, help="STOMP passcode")
+    simulate.add_argument(
+        "--write-topology",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="first write the mesh's sites as a CRIC rcsite export (for serve --topology)",
+    )
     simulate.set_defaults(run=_run_simulate)
 
 
@@ -126,6 +134,11 @@ def _run_simulate(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise ConfigError(f"--brokers: {error}") from None
     configure_logging()
+    if args.write_topology is not None:
+        from training.mesh_inventory import write_cric_export
+        from training.simulator import build_mesh
+
+        write_cric_export(build_mesh(args.sites, args.seed), args.write_topology)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

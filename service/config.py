@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -118,7 +120,24 @@ class Settings(BaseSettings):
     freshness: float = Field(
         1.0, gt=0, le=3600, description="new data reaches the matrix within about this many s"
     )
-    topology: Path | None = Field(None, description="YAML/JSON file: site -> [host or IP, ...]")
+    topology: str | None = Field(
+        None,
+        description="which site each host is at: a file or an https:// URL (http:// only on "
+        "loopback) holding YAML/JSON site -> [host or IP, ...], a CRIC rcsite export or "
+        "PerfSonar service query, or a pSConfig document (layout told by content)",
+    )
+    topology_refresh: float = Field(
+        21_600.0,
+        ge=0,
+        le=7 * 86_400,
+        description="seconds between re-reads of topology (0: only at start and on SIGHUP)",
+    )
+    psconfig_site_key: str = Field(
+        "display-name",
+        min_length=1,
+        max_length=128,
+        description="key of a pSConfig address's _meta that names its site",
+    )
     telemetry_topic: str = Field(
         "/topic/telemetry.perfsonar",
         min_length=1,
@@ -191,10 +210,27 @@ class Settings(BaseSettings):
             return tuple(parse_address(part) for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _check_topology(cls, value: object) -> object:
+        if isinstance(value, Path):
+            value = str(value)
+        if not isinstance(value, str):
+            return value
+        url = urlsplit(value)  # the value is not echoed: it may carry credentials
+        if url.scheme not in ("http", "https"):
+            if not Path(value).is_file():
+                raise ValueError(f"file {value} does not exist")
+        elif not url.hostname:
+            raise ValueError("URL without a host")
+        elif url.scheme == "http" and not _is_loopback(url.hostname):
+            raise ValueError("an inventory URL must be https:// (http:// only on loopback)")
+        return value
+
     @model_validator(mode="after")
     def _check_files(self) -> Settings:
         secret_files = (self.broker_password_file, self.admin_token_file, self.ingest_token_file)
-        for path in (self.topology, *secret_files, self.rse_map):
+        for path in (*secret_files, self.rse_map):
             if path is not None and not path.is_file():
                 raise ValueError(f"file {path} does not exist")
         self._check_tls_files()
@@ -254,6 +290,13 @@ def _check_pem_files(ca: Path | None, cert: Path | None, key: Path | None) -> No
             f"broker_cert_file/broker_key_file: {cert} and {key} are not a matching PEM "
             "certificate and unencrypted private key"
         ) from None
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _secret(value: SecretStr | None, path: Path | None) -> str | None:

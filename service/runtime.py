@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from service.analysis.predictor import ModelInfo
-from service.broker.link import TlsFiles
+from service.broker.link import BrokerAccess, TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
 from service.ingest.backlog import BacklogWatch, ingest_is_behind
@@ -98,7 +98,7 @@ def build_runtime(settings: Settings) -> Runtime:
     pipeline = IngestPipeline(state, topics, log=log, parser=parser, resolve=resolve)
     batcher = FrameBatcher(pipeline.parse_frames, pipeline.apply_parsed)
     source = StompSource(
-        settings.brokers,
+        broker_access(settings),
         list(topics),
         batcher.put,
         subscription=SubscriptionSpec(
@@ -108,11 +108,6 @@ def build_runtime(settings: Settings) -> Runtime:
             prefetch=settings.prefetch,
             flavour=settings.broker_flavour,
         ),
-        vhost=settings.broker_vhost,
-        user=settings.broker_user,
-        passcode=settings.broker_passcode(),
-        heartbeat_ms=settings.heartbeat_ms,
-        tls=broker_tls_files(settings),
     )
     model = load_model_slot(settings)
     backlog = BacklogWatch(
@@ -144,6 +139,18 @@ def build_intake(
     limit = InputLimits().max_body_bytes
     queued = settings.ingest_queue_bytes
     return PschedulerIntake(settings.ingest_bearer_token(), batcher, pipeline, rate, limit, queued)
+
+
+def broker_access(settings: Settings) -> BrokerAccess:
+    """How every broker connection of the service reaches the brokers."""
+    return BrokerAccess(
+        settings.brokers,
+        user=settings.broker_user,
+        passcode=settings.broker_passcode(),
+        heartbeat_ms=settings.heartbeat_ms,
+        tls=broker_tls_files(settings),
+        vhost=settings.broker_vhost,
+    )
 
 
 def broker_tls_files(settings: Settings) -> TlsFiles | None:

@@ -29,7 +29,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import stomp
 from stomp.exception import StompException
@@ -48,6 +48,22 @@ class TlsFiles:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+
+
+@dataclass(frozen=True)
+class BrokerAccess:
+    """Where and how every connection of nettel reaches the brokers (one place for all users).
+
+    `brokers` is the failover list; `vhost` the CONNECT frame's `host` header (stomp.py's
+    default: the broker's host name); `tls` None for plain TCP.
+    """
+
+    brokers: Sequence[Address]
+    user: str | None = None
+    passcode: str | None = field(default=None, repr=False)
+    heartbeat_ms: int = 10_000
+    tls: TlsFiles | None = None
+    vhost: str | None = None
 
 
 def backoff_seconds(failures: int, cap: float) -> float:
@@ -76,18 +92,12 @@ class BrokerLink:
     thread); `on_connect(connection)` runs after each CONNECT (the broker's CONNECTED frame is
     in, `connection.server` names the broker), before the link counts as connected: a
     StompException or OSError from it fails the attempt, logged with its message as `reason`.
-    `vhost` is the CONNECT frame's `host` header (stomp.py's default: the broker's host name).
     """
 
     def __init__(
         self,
-        brokers: Sequence[Address],
+        access: BrokerAccess,
         *,
-        user: str | None = None,
-        passcode: str | None = None,
-        heartbeat_ms: int = 10_000,
-        tls: TlsFiles | None = None,
-        vhost: str | None = None,
         connect_headers: Mapping[str, str] | None = None,
         listener: stomp.ConnectionListener | None = None,
         on_connect: Callable[[BufferedConnection12], object] | None = None,
@@ -96,11 +106,9 @@ class BrokerLink:
         log: logging.Logger | None = None,
         log_extra: Mapping[str, object] | None = None,
     ) -> None:
-        self._brokers = list(brokers)
-        self._credentials = (user, passcode)
-        self._heartbeat_ms = heartbeat_ms
-        self._tls = tls
-        self._vhost = vhost
+        self._access = access
+        self._brokers = list(access.brokers)
+        self._tls = access.tls
         self._connect_headers = dict(connect_headers or {})
         self._listener = listener
         self._on_connect = on_connect
@@ -175,9 +183,9 @@ class BrokerLink:
 
     def _connect(self) -> bool:
         self._close()
-        beats = (self._heartbeat_ms, self._heartbeat_ms)
+        beats = (self._access.heartbeat_ms, self._access.heartbeat_ms)
         connection = BufferedConnection12(
-            self._brokers, heartbeats=beats, reconnect_attempts_max=1, vhost=self._vhost
+            self._brokers, heartbeats=beats, reconnect_attempts_max=1, vhost=self._access.vhost
         )
         connection.set_listener("broker-link", _Watch(self, connection))
         if self._listener is not None:
@@ -190,7 +198,10 @@ class BrokerLink:
                 ca_certs=self._tls.ca_file,
             )
         try:
-            connection.connect(*self._credentials, wait=True, headers=self._connect_headers)
+            access = self._access
+            connection.connect(
+                access.user, access.passcode, wait=True, headers=self._connect_headers
+            )
             if self._on_connect is not None:
                 self._on_connect(connection)
         except (StompException, OSError) as error:

@@ -36,9 +36,9 @@ import stomp
 from stomp.exception import StompException
 
 from service.broker.flavour import Flavour, resolve_flavour
-from service.broker.link import BrokerLink, TlsFiles
+from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
-from service.config import Address, BrokerFlavour
+from service.config import BrokerFlavour
 from service.ingest.ack_token import AckToken
 
 
@@ -88,18 +88,13 @@ class StompSource:
 
     def __init__(
         self,
-        brokers: Sequence[Address],
+        access: BrokerAccess,
         topics: Sequence[str],
         handler: FrameHandler,
         *,
         subscription: SubscriptionSpec = SubscriptionSpec(),
-        vhost: str | None = None,
-        user: str | None = None,
-        passcode: str | None = None,
-        heartbeat_ms: int = 10_000,
         max_backoff_seconds: float = 5.0,
         log: logging.Logger | None = None,
-        tls: TlsFiles | None = None,
     ) -> None:
         self._topics = list(topics)
         self._handler = handler
@@ -111,12 +106,7 @@ class StompSource:
         self._last_stamp: tuple[str | None, float] = (None, 0.0)  # last `timestamp`, arrival
         durable = subscription.mode == "durable"
         self._link = BrokerLink(
-            brokers,
-            user=user,
-            passcode=passcode,
-            heartbeat_ms=heartbeat_ms,
-            tls=tls,
-            vhost=vhost,
+            access,
             connect_headers={"client-id": subscription.client_id} if durable else None,
             listener=_Listener(self),
             on_connect=self._subscribe,

@@ -20,7 +20,7 @@ from service.publish.alto_view import AltoView
 from service.publish.rucio import load_rse_map
 from service.publish.stream import MatrixStream
 from service.publish.telemetry import TelemetryPublisher
-from service.runtime import Runtime, broker_tls_files
+from service.runtime import Runtime, broker_access
 
 T = TypeVar("T")
 Observer = Callable[[CostMatrix | None, CostMatrix], None]
@@ -98,12 +98,5 @@ def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
     if not settings.publish_telemetry:
         return None
     return TelemetryPublisher(
-        settings.brokers,
-        settings.telemetry_topic,
-        user=settings.broker_user,
-        passcode=settings.broker_passcode(),
-        heartbeat_ms=settings.heartbeat_ms,
-        tls=broker_tls_files(settings),
-        vhost=settings.broker_vhost,
-        min_interval=settings.interval,
+        broker_access(settings), settings.telemetry_topic, min_interval=settings.interval
     )

@@ -2,7 +2,7 @@
 
 `publishers_lifespan` attaches the publishers (SSE stream, broker telemetry) to the matrix cycle
 for the app's lifetime; `service_lifespan` (what `nettel serve` runs) also starts and stops the
-runtime (ingest, cycle, persistence) and reloads the model on SIGHUP.
+runtime (ingest, cycle, persistence) and on SIGHUP re-reads the topology and the model.
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def _reload_quietly(runtime: Runtime) -> None:
-    """SIGHUP: reload the model; a refused bundle is logged and the old model kept."""
+    """SIGHUP: re-read the topology (on its own thread) and reload the model; a refused bundle
+    or topology is logged and the old one kept."""
+    if runtime.topology is not None:
+        runtime.topology.request()
     try:
         runtime.reload_model()
     except ModelBundleError as error:

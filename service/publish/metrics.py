@@ -72,6 +72,11 @@ class RuntimeCollector(Collector):
         )
         yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
         yield GaugeMetricFamily(
+            "nettel_links_unmapped",
+            "Links with an end that no site of --topology matches (all links without one).",
+            value=runtime.state.index.unmapped,
+        )
+        yield GaugeMetricFamily(
             "nettel_ingest_queued_frames",
             "Received frames waiting to be parsed and applied.",
             value=runtime.batcher.queued(),
@@ -99,6 +104,7 @@ class RuntimeCollector(Collector):
         )
         yield from self._freshness(last_message)
         yield from self._persistence()
+        yield from self._topology()
         build = InfoMetricFamily("nettel_build", "The running nettel: package, scanner, Python.")
         build.add_metric([], self._build_info)
         yield build
@@ -109,6 +115,24 @@ class RuntimeCollector(Collector):
                 [], {"name": info.name, "version": info.version, "sha256": info.sha256}
             )
             yield model
+
+    def _topology(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """Only with --topology: refreshes by outcome and the age of the mapping in use."""
+        topology = self._runtime.topology
+        if topology is None:
+            return
+        outcomes = {outcome: topology.outcomes[outcome] for outcome in ("ok", "failed")}
+        yield _labelled_counter(
+            "nettel_topology_refreshes",
+            "Re-reads of --topology, by outcome (failed: the old mapping stays).",
+            "outcome",
+            outcomes,
+        )
+        yield GaugeMetricFamily(
+            "nettel_topology_age_seconds",
+            "Time since the topology in use was read.",
+            value=time.time() - topology.loaded_at,
+        )
 
     def _persistence(self) -> Iterator[GaugeMetricFamily]:
         """Only with --state-dir. Before this process's first snapshot the age counts from start,

@@ -25,16 +25,15 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from stomp.exception import StompException
 
-from service.broker.link import BrokerLink, TlsFiles
+from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
-from service.config import Address
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 
@@ -152,14 +151,9 @@ class TelemetryPublisher:
 
     def __init__(
         self,
-        brokers: Sequence[Address],
+        access: BrokerAccess,
         topic: str,
         *,
-        user: str | None = None,
-        passcode: str | None = None,
-        heartbeat_ms: int = 10_000,
-        tls: TlsFiles | None = None,
-        vhost: str | None = None,
         max_batches: int = 8,
         max_backoff_seconds: float = 30.0,
         min_interval: float = 0.0,
@@ -174,12 +168,7 @@ class TelemetryPublisher:
         self._log = log or logging.getLogger("nettel.telemetry")
         self._queue = _BatchQueue(max_batches, self._log)
         self._link = BrokerLink(
-            brokers,
-            user=user,
-            passcode=passcode,
-            heartbeat_ms=heartbeat_ms,
-            tls=tls,
-            vhost=vhost,
+            access,
             max_backoff_seconds=max_backoff_seconds,
             label="telemetry publisher",
             log=self._log,

@@ -1,25 +1,81 @@
-"""Read the operator's topology file (YAML or JSON: site name -> list of host names or IPs)."""
+"""Read `--topology` (a file, or an https:// URL) and parse it in whichever layout it is."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
+import orjson
 import yaml
 
 from service.errors import ConfigError
 from service.state.topology import Topology
+from service.state.topology_layouts import PSCONFIG_SITE_KEY, Layout, parse_topology
+
+#: Longest wait (s) for an inventory URL: connect, and each read.
+FETCH_TIMEOUT = 30.0
+#: Largest topology document read (bytes); a full CRIC export is a few MB.
+MAX_DOCUMENT_BYTES = 256 << 20
 
 
-def load_topology(path: Path) -> Topology:
+@dataclass(frozen=True)
+class LoadedTopology:
+    """A topology as read: from where (without credentials), in which layout."""
+
+    where: str
+    layout: Layout
+    topology: Topology
+
+
+def load_topology(source: str, site_key: str = PSCONFIG_SITE_KEY) -> LoadedTopology:
+    """Read and parse `source`; ConfigError saying what is wrong when it cannot be used."""
+    where = _display(source)
     try:
-        document = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"topology {path}: cannot read: {error}") from None
-    if not isinstance(document, dict) or not all(
-        isinstance(hosts, list) for hosts in document.values()
-    ):
-        raise ConfigError(f"topology {path}: expected a mapping of site name -> list of hosts")
+        data = _fetch(source) if urlsplit(source).scheme in ("http", "https") else _read(source)
+        layout, topology = parse_topology(_decode(data), site_key)
+    except httpx.HTTPStatusError as error:  # its text names the URL, which may hold a secret
+        raise ConfigError(f"topology {where}: HTTP {error.response.status_code}") from None
+    except (OSError, httpx.HTTPError, yaml.YAMLError, ValueError) as error:
+        raise ConfigError(f"topology {where}: {error}") from None
+    return LoadedTopology(where, layout, topology)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        data = file.read(MAX_DOCUMENT_BYTES + 1)
+    _check_size(len(data))
+    return data
+
+
+def _fetch(url: str) -> bytes:
+    """The body of a 2xx answer (a redirect is an error: it could leave https)."""
+    with httpx.stream("GET", url, timeout=FETCH_TIMEOUT) as response:
+        response.raise_for_status()
+        data = bytearray()
+        for chunk in response.iter_bytes():
+            data += chunk
+            _check_size(len(data))
+    return bytes(data)
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_DOCUMENT_BYTES:
+        raise ValueError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
+
+
+def _decode(data: bytes) -> Any:
+    """JSON (fast, for large inventory exports), else YAML."""
     try:
-        return Topology.from_mapping({str(site): hosts for site, hosts in document.items()})
-    except ValueError as error:
-        raise ConfigError(f"topology {path}: {error}") from None
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return yaml.safe_load(data)
+
+
+def _display(source: str) -> str:
+    """`source` without credentials, query or fragment, for logs and errors."""
+    url = urlsplit(source)
+    if url.scheme not in ("http", "https"):
+        return source
+    return f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}{url.path}"

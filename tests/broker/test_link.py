@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from service.broker.link import BrokerLink, backoff_seconds
+from service.broker.link import BrokerAccess, BrokerLink, backoff_seconds
 
 SAMPLES = 200
 
@@ -33,7 +33,7 @@ def test_backoff_is_capped_and_jittered_however_many_failures():
 
 
 def test_an_unstarted_link_is_down_and_stops_at_once():
-    link = BrokerLink([("127.0.0.1", 9)])
+    link = BrokerLink(BrokerAccess([("127.0.0.1", 9)]))
     assert not link.connected and link.connection is None
     assert link.wait_connected(0.01) is None
     began = time.monotonic()

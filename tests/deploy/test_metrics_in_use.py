@@ -207,6 +207,7 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
         "nettel_messages_received_total": {"topic": LOSS_TOPIC},
         "nettel_rejected_total": {"reason": next(iter(RejectReason)).value},
         "nettel_pscheduler_runs_total": {"outcome": RunOutcome.APPLIED.value},
+        "nettel_topology_refreshes_total": {"outcome": "ok"},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_inference_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_link_cost": {
@@ -238,4 +239,5 @@ def test_build_registry_has_a_sample_for_every_named_metric(fed_runtime) -> None
             absent[sample] = wanted
     assert not absent, f"no sample with these labels (new labels? add them above): {absent}"
     assert registry.get_sample_value("nettel_links_tracked") == len(LINKS)
+    assert registry.get_sample_value("nettel_links_unmapped") == 1  # the UNSITED host's link
     assert registry.get_sample_value("nettel_cycle_duration_seconds_count") == 1

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
+from service.broker.link import BrokerAccess
 from service.ingest.stomp_source import StompSource
 
 
 def idle_source() -> StompSource:
     """A source that is never started: frames are handed to `deliver` directly."""
-    return StompSource([("127.0.0.1", 61613)], ["/topic/t"], lambda *frame: None)
+    return StompSource(BrokerAccess([("127.0.0.1", 61613)]), ["/topic/t"], lambda *frame: None)
 
 
 def milliseconds_ago(seconds: float) -> str:

@@ -15,7 +15,7 @@ import time
 import pytest
 import stomp
 
-from service.broker.link import BrokerLink
+from service.broker.link import BrokerAccess, BrokerLink
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.publish.telemetry import TelemetryPublisher
 from tests.integration.wire import VHOST, Publisher, wait_for
@@ -66,18 +66,15 @@ def test_consumer_and_publisher_reconnect_after_the_broker_restarts(broker_facto
     broker = broker_factory()
     address = [("127.0.0.1", broker.stomp_port)]
     received: list[bytes] = []
+    access = BrokerAccess(address, heartbeat_ms=HEARTBEAT_MS, vhost=VHOST)
     source = StompSource(
-        address,
+        access,
         [INGEST],
         lambda topic, body, ack: received.append(body),
         subscription=SubscriptionSpec(mode="plain"),
-        vhost=VHOST,
-        heartbeat_ms=HEARTBEAT_MS,
         max_backoff_seconds=2.0,
     )
-    publisher = TelemetryPublisher(
-        address, TELEMETRY, heartbeat_ms=HEARTBEAT_MS, vhost=VHOST, max_backoff_seconds=2.0
-    )
+    publisher = TelemetryPublisher(access, TELEMETRY, max_backoff_seconds=2.0)
     source.start()
     publisher.start()
     collector = Collector(broker.brokers, TELEMETRY)
@@ -126,8 +123,7 @@ def test_a_frozen_broker_is_noticed_by_missed_heartbeats_and_the_link_comes_back
     broker = activemq_factory()
     connects = []
     link = BrokerLink(
-        [("127.0.0.1", broker.stomp_port)],
-        heartbeat_ms=HEARTBEAT_MS,
+        BrokerAccess([("127.0.0.1", broker.stomp_port)], heartbeat_ms=HEARTBEAT_MS),
         on_connect=connects.append,
         max_backoff_seconds=1.0,
     )
@@ -162,8 +158,10 @@ def test_stop_returns_promptly_while_the_broker_is_away(activemq_factory, caplog
     caplog.set_level(logging.INFO)
     broker = activemq_factory()
     address = [("127.0.0.1", broker.stomp_port)]
-    source = StompSource(address, [INGEST], lambda *frame: None, max_backoff_seconds=30.0)
-    publisher = TelemetryPublisher(address, TELEMETRY, max_backoff_seconds=30.0)
+    source = StompSource(
+        BrokerAccess(address), [INGEST], lambda *frame: None, max_backoff_seconds=30.0
+    )
+    publisher = TelemetryPublisher(BrokerAccess(address), TELEMETRY, max_backoff_seconds=30.0)
     threads_before = link_threads()
     source.start()
     publisher.start()

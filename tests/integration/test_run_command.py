@@ -52,6 +52,10 @@ def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
             what=f"{full_mesh} back-filled demo links in /costmatrix",
         )
         assert any(link["clock_suspect"] for link in matrix["links"])
+        # run.sh passes the demo mesh's CRIC export as --topology: a site-to-site view
+        assert all(link["source_site"] and link["destination_site"] for link in matrix["links"])
+        by_site = get_json(f"http://127.0.0.1:{port}/costmatrix", level="site")
+        assert len(by_site["links"]) == full_mesh
         assert "http://127.0.0.1" in (tmp_path / "run.out").read_text()
     finally:
         os.killpg(process.pid, signal.SIGINT)

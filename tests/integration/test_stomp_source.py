@@ -9,6 +9,7 @@ import time
 import pytest
 
 from devtools.activemq import ActiveMQProcess
+from service.broker.link import BrokerAccess
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from tests.integration.wire import Publisher, wait_for
 
@@ -26,11 +27,11 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
         release.wait(30)  # holds stomp.py's receiver thread: the socket fills behind it
 
     source = StompSource(
-        [("127.0.0.1", activemq.stomp_port)],
+        # a long heart-beat: the stall must not look like a dead connection (messages lost)
+        BrokerAccess([("127.0.0.1", activemq.stomp_port)], heartbeat_ms=60_000),
         [TOPIC],
         stall_on_first,
         subscription=SubscriptionSpec(mode="plain"),
-        heartbeat_ms=60_000,  # the stall must not look like a dead connection (messages lost)
     )
     assert source.unread_bytes() == 0  # no connection yet
     source.start()

@@ -13,6 +13,7 @@ import pytest
 import stomp
 
 from service.analysis.predictor import ModelInfo
+from service.broker.link import BrokerAccess
 from service.publish.telemetry import TelemetryPublisher, build_telemetry_message, changed_links
 from tests.integration.wire import VHOST, current_minute_ts, get_json, load_sample, wait_for
 from tests.publish.support import TS, host_link, make_matrix
@@ -76,7 +77,9 @@ def test_changed_links_are_those_with_data_whose_watched_fields_moved():
 
 
 def test_a_slow_broker_drops_the_oldest_batch_with_a_log_line(caplog):
-    publisher = TelemetryPublisher([("127.0.0.1", 9)], TOPIC, max_batches=2)  # never started
+    publisher = TelemetryPublisher(
+        BrokerAccess([("127.0.0.1", 9)]), TOPIC, max_batches=2
+    )  # never started
     matrices = [make_matrix([LINK | {"cost": cost}]) for cost in (0.1, 0.2, 0.3)]
     with caplog.at_level(logging.WARNING, logger="nettel.telemetry"):
         publisher.observe(None, matrices[0])
@@ -91,7 +94,7 @@ def test_a_slow_broker_drops_the_oldest_batch_with_a_log_line(caplog):
 def test_links_are_published_at_most_once_per_interval_with_the_changes_in_between():
     now = [100.0]
     publisher = TelemetryPublisher(
-        [("127.0.0.1", 9)], TOPIC, min_interval=10.0, clock=lambda: now[0]
+        BrokerAccess([("127.0.0.1", 9)]), TOPIC, min_interval=10.0, clock=lambda: now[0]
     )
     quiet = host_link("192.0.2.1", "192.0.2.2")
     first, second, third = (make_matrix([LINK | {"cost": c}, quiet]) for c in (0.1, 0.2, 0.3))
