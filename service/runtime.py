@@ -27,7 +27,8 @@ from service.state.journal import Journal
 from service.state.link_state import LinkState
 from service.state.snapshot_store import SnapshotStore
 from service.state.topology import Topology
-from service.state.topology_file import load_topology
+from service.state.topology_file import LoadedTopology, load_topology
+from service.state.topology_refresh import TopologyRefresher, log_loaded
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Runtime:
     persistence: Persistence | None = None
     parsers: ParserProcesses | None = None
     intake: PschedulerIntake | None = None
+    topology: TopologyRefresher | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
@@ -52,6 +54,8 @@ class Runtime:
             self.persistence.start()
         self.batcher.start()
         self.source.start()
+        if self.topology is not None:
+            self.topology.start()
 
     def stop(self) -> None:
         """Stop consuming, snapshot what was applied (acknowledging it), then disconnect."""
@@ -63,6 +67,8 @@ class Runtime:
         self.source.stop()
         if self.parsers is not None:
             self.parsers.stop()
+        if self.topology is not None:
+            self.topology.stop()
 
     def reload_model(self) -> ModelInfo:
         """Re-read the model bundle without touching link state; ModelBundleError keeps the old."""
@@ -83,13 +89,10 @@ class Runtime:
 
 
 def build_runtime(settings: Settings) -> Runtime:
-    topology = load_topology(settings.topology) if settings.topology else Topology()
     store = SnapshotStore(settings.state_dir) if settings.state_dir else None
-    state = (store.read(topology) if store else None) or LinkState(topology)
-    topics = {
-        settings.delay_topic: MeasurementKind.DELAY,
-        settings.loss_topic: MeasurementKind.LOSS,
-    }
+    loaded = read_topology(settings)
+    state = restore_state(settings, store, loaded)
+    topics = topic_kinds(settings)
     log = logging.getLogger("nettel.ingest")
     count = settings.parse_processes
     parsers = ParserProcesses(count, log=log) if count else None
@@ -125,9 +128,18 @@ def build_runtime(settings: Settings) -> Runtime:
         )
         persistence.replay_journal()
         batcher.sink = persistence.apply_parsed
-    intake = build_intake(settings, batcher, pipeline)
     return Runtime(
-        settings, state, pipeline, cycle, source, batcher, model, persistence, parsers, intake
+        settings,
+        state,
+        pipeline,
+        cycle,
+        source,
+        batcher,
+        model,
+        persistence,
+        parsers,
+        intake=build_intake(settings, batcher, pipeline),
+        topology=topology_refresher(settings, state, loaded),
     )
 
 
@@ -139,6 +151,39 @@ def build_intake(
     limit = InputLimits().max_body_bytes
     queued = settings.ingest_queue_bytes
     return PschedulerIntake(settings.ingest_bearer_token(), batcher, pipeline, rate, limit, queued)
+
+
+def topic_kinds(settings: Settings) -> dict[str, MeasurementKind]:
+    """The subscribed topics and what each carries."""
+    return {settings.delay_topic: MeasurementKind.DELAY, settings.loss_topic: MeasurementKind.LOSS}
+
+
+def restore_state(
+    settings: Settings, store: SnapshotStore | None, loaded: LoadedTopology | None = None
+) -> LinkState:
+    """The state of `store`'s snapshot (empty without one), with sites from --topology
+    (read here unless `loaded` is given)."""
+    loaded = loaded or read_topology(settings)
+    topology = loaded.topology if loaded else Topology()
+    return (store.read(topology) if store else None) or LinkState(topology)
+
+
+def read_topology(settings: Settings) -> LoadedTopology | None:
+    """--topology as read now; None without one (ConfigError when it cannot be used)."""
+    if settings.topology is None:
+        return None
+    return load_topology(settings.topology, settings.psconfig_site_key)
+
+
+def topology_refresher(
+    settings: Settings, state: LinkState, loaded: LoadedTopology | None
+) -> TopologyRefresher | None:
+    """What keeps --topology current (None without one); logs what was loaded at start."""
+    if settings.topology is None or loaded is None:
+        return None
+    log_loaded(logging.getLogger("nettel.topology"), loaded, state)
+    interval, key = settings.topology_refresh, settings.psconfig_site_key
+    return TopologyRefresher(state, settings.topology, loaded, interval, key)
 
 
 def broker_access(settings: Settings) -> BrokerAccess:
