@@ -1,4 +1,4 @@
-"""The `nettel` command: serve, simulate, costmatrix, train, evaluate.
+"""The `nettel` command: serve, backfill, simulate, costmatrix, train, evaluate.
 
 This is the composition root, so it alone may reach into `training` (the simulator and the
 training commands, which import their heavy dependencies only when they run).
@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from service.client_cli import add_costmatrix_command
@@ -23,6 +23,22 @@ from training.cli_commands import add_evaluate_command, add_train_command
 
 #: Secrets are never taken from the command line, where `ps` would show them.
 ENV_ONLY_SETTINGS = {"broker_password", "admin_token", "ingest_token"}
+
+#: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
+BACKFILL_COMMAND_SETTINGS = (
+    "state_dir",
+    "topology",
+    "psconfig_site_key",
+    "delay_topic",
+    "loss_topic",
+    "backfill_from",
+    "backfill_bound",
+    "backfill_timeout",
+    "backfill_page_size",
+    "backfill_concurrency",
+    "backfill_history",
+    "log_level",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     commands.add_parser = functools.partial(commands.add_parser, allow_abbrev=False)  # type: ignore[method-assign]
     _add_serve(commands)
+    _add_backfill(commands)
     _add_simulate(commands)
     add_costmatrix_command(commands)
     add_train_command(commands)
@@ -57,11 +74,18 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="consume perfSONAR from the broker and serve /costmatrix and /metrics",
         description="Every option can also be set with the NETTEL_<OPTION> environment variable.",
     )
-    for name, field in Settings.model_fields.items():
-        if name in ENV_ONLY_SETTINGS:
-            continue
+    _add_setting_flags(
+        serve, [name for name in Settings.model_fields if name not in ENV_ONLY_SETTINGS]
+    )
+    serve.set_defaults(run=_run_serve)
+
+
+def _add_setting_flags(command: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """A `--name` flag for each setting in `names`, left None unless given."""
+    for name in names:
+        field = Settings.model_fields[name]
         switch = field.annotation is bool  # `--broker-tls` alone means true; a value still works
-        serve.add_argument(
+        command.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
             default=None,
@@ -70,7 +94,6 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             metavar="true|false" if switch else None,
             help=f"{field.description or name} [env NETTEL_{name.upper()}]",
         )
-    serve.set_defaults(run=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -95,6 +118,50 @@ def _run_serve(args: argparse.Namespace) -> int:
     host, port = settings.listen
     log.info("serving", extra={"url": f"http://{host}:{port}"})
     serve_http(app, host, port)
+    return 0
+
+
+def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    backfill = commands.add_parser(
+        "backfill",
+        help="fill the state dir of a stopped service from an esmond-compatible archive",
+        description="Restores --state-dir (snapshot and journal), backfills it as `nettel serve "
+        "--backfill-from` does at start, writes a snapshot and prints what it did as JSON. Exit "
+        "status 1 when an archive request failed or the bound expired. Run it while no "
+        "`nettel serve` uses the directory.",
+    )
+    _add_setting_flags(backfill, BACKFILL_COMMAND_SETTINGS)
+    backfill.set_defaults(run=_run_backfill)
+
+
+def _run_backfill(args: argparse.Namespace) -> int:
+    import orjson
+
+    from service.ingest.archive_backfill import ArchiveBackfill
+    from service.ingest.pipeline import IngestPipeline
+    from service.persistence import Persistence
+    from service.runtime import backfill_settings, restore_state, topic_kinds
+    from service.state.journal import Journal
+    from service.state.snapshot_store import SnapshotStore
+
+    settings = load_settings(**{name: getattr(args, name) for name in BACKFILL_COMMAND_SETTINGS})
+    archive = backfill_settings(settings)
+    if settings.state_dir is None or archive is None:
+        raise ConfigError("nettel backfill needs --state-dir and --backfill-from")
+    configure_logging(settings.log_level)
+    store = SnapshotStore(settings.state_dir)
+    state = restore_state(settings, store)
+    pipeline = IngestPipeline(state, topic_kinds(settings))
+    persistence = Persistence(pipeline, store, Journal(store.directory), _nothing_to_acknowledge)
+    persistence.replay_journal()
+    report = ArchiveBackfill(state, archive).run()
+    persistence.stop()  # writes the snapshot, then closes the journal
+    print(orjson.dumps(report.summary()).decode())
+    return 0 if report.complete else 1
+
+
+def _nothing_to_acknowledge(tokens: Iterable[object]) -> int:
+    """`nettel backfill` replays a journal without a broker: no frame to acknowledge."""
     return 0
 
 

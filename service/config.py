@@ -194,6 +194,38 @@ class Settings(BaseSettings):
         description="look up by DNS (cached) the host names of pScheduler runs' ends that the "
         "bus has not revealed",
     )
+    backfill_from: str | None = Field(
+        None,
+        description="base URL of an esmond-compatible perfSONAR archive (esmond, elmond), e.g. "
+        "https://ps-archive.example.org: at start, fill every archived link's window and "
+        "all-time statistics from it (unset: no backfill)",
+    )
+    backfill_bound: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="longest time (s) the backfill runs and holds back readiness; links not "
+        "read by then are left to live data",
+    )
+    backfill_timeout: float = Field(
+        10.0, gt=0, le=600, description="timeout (s) of each archive request: connect, each read"
+    )
+    backfill_page_size: int = Field(
+        10_000,
+        ge=1,
+        le=10_000,
+        description="metadata objects or records per archive request; elmond answers at most "
+        "10,000, a server with a lower cap needs this at most that cap",
+    )
+    backfill_concurrency: int = Field(8, ge=1, le=256, description="archive requests in flight")
+    backfill_history: float = Field(
+        1920.0,
+        ge=1920,
+        le=30 * 86_400,
+        description="seconds of archive read per link: the last 32 minutes (1920 s) fill the "
+        "window, any time before them goes into the all-time statistics (the backfill's time "
+        "grows with it)",
+    )
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="log level of the JSON logs"
     )
@@ -225,6 +257,20 @@ class Settings(BaseSettings):
             raise ValueError("URL without a host")
         elif url.scheme == "http" and not _is_loopback(url.hostname):
             raise ValueError("an inventory URL must be https:// (http:// only on loopback)")
+        return value
+
+    @field_validator("backfill_from")
+    @classmethod
+    def _check_archive_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        url = urlsplit(value)  # the value is not echoed: it might carry credentials
+        if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+            raise ValueError("not an http(s)://host[:port][/path] URL")
+        if url.username is not None:
+            raise ValueError("credentials in the URL are not supported (archives read openly)")
+        if url.port == 0:  # `port` raises ValueError above 65535
+            raise ValueError("port 0")
         return value
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ from service.analysis.predictor import ModelInfo
 from service.broker.link import BrokerAccess, TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
+from service.ingest.archive_backfill import ArchiveBackfill, BackfillSettings
 from service.ingest.backlog import BacklogWatch, ingest_is_behind
 from service.ingest.dns_cache import CachedResolver
 from service.ingest.frame_batcher import FrameBatcher
@@ -44,6 +45,7 @@ class Runtime:
     model: ModelSlot | None = None
     persistence: Persistence | None = None
     parsers: ParserProcesses | None = None
+    backfill: ArchiveBackfill | None = None
     intake: PschedulerIntake | None = None
     topology: TopologyRefresher | None = None
     started_at: float = field(default_factory=time.time)
@@ -54,11 +56,15 @@ class Runtime:
             self.persistence.start()
         self.batcher.start()
         self.source.start()
+        if self.backfill is not None:
+            self.backfill.start()
         if self.topology is not None:
             self.topology.start()
 
     def stop(self) -> None:
         """Stop consuming, snapshot what was applied (acknowledging it), then disconnect."""
+        if self.backfill is not None:
+            self.backfill.stop()
         self.source.pause()
         self.batcher.stop()
         self.cycle.stop()
@@ -79,12 +85,18 @@ class Runtime:
         return info
 
     def ready(self) -> tuple[bool, list[str]]:
-        """Ready = connected to a broker and a matrix computed; otherwise the reasons why not."""
+        """Ready = connected to a broker, a matrix computed and, with --backfill-from, the
+        backfill in one (or its bound expired); otherwise the reasons why not."""
         problems = []
         if not self.source.connected:
             problems.append("not connected to a broker")
-        if self.cycle.latest is None:
+        latest = self.cycle.latest
+        if latest is None:
             problems.append("no cost matrix computed yet")
+        backfill = self.backfill
+        waiting = backfill and backfill.unready_reason(latest.generated_at if latest else None)
+        if waiting:
+            problems.append(waiting)
         return not problems, problems
 
 
@@ -119,7 +131,10 @@ def build_runtime(settings: Settings) -> Runtime:
         )
     )
     predictor = model.current if model else None
-    cycle = MatrixCycle(state, settings.interval, predictor, settings.freshness, behind=backlog)
+    archive = backfill_settings(settings)
+    backfill = ArchiveBackfill(state, archive) if archive else None
+    behind = backlog if backfill is None else lambda: backlog() or backfill.running
+    cycle = MatrixCycle(state, settings.interval, predictor, settings.freshness, behind=behind)
     persistence = None
     if store is not None:
         journal = Journal(store.directory)
@@ -138,6 +153,7 @@ def build_runtime(settings: Settings) -> Runtime:
         model,
         persistence,
         parsers,
+        backfill,
         intake=build_intake(settings, batcher, pipeline),
         topology=topology_refresher(settings, state, loaded),
     )
@@ -184,6 +200,20 @@ def topology_refresher(
     log_loaded(logging.getLogger("nettel.topology"), loaded, state)
     interval, key = settings.topology_refresh, settings.psconfig_site_key
     return TopologyRefresher(state, settings.topology, loaded, interval, key)
+
+
+def backfill_settings(settings: Settings) -> BackfillSettings | None:
+    """What --backfill-from and its companions ask of a backfill; None without it."""
+    if settings.backfill_from is None:
+        return None
+    return BackfillSettings(
+        url=settings.backfill_from,
+        bound=settings.backfill_bound,
+        timeout=settings.backfill_timeout,
+        page_size=settings.backfill_page_size,
+        concurrency=settings.backfill_concurrency,
+        history=settings.backfill_history,
+    )
 
 
 def broker_access(settings: Settings) -> BrokerAccess:

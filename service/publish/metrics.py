@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from service.build_info import package_version
 from service.errors import RejectReason
+from service.ingest.archive_backfill import BackfillReport, DatapointOutcome, LinkOutcome
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
@@ -54,9 +55,14 @@ class RuntimeCollector(Collector):
         yield _labelled_counter(
             "nettel_messages_received", "Messages received, by topic.", "topic", received
         )
+        backfill = runtime.backfill.report() if runtime.backfill else BackfillReport()
+        rejected = rejected + backfill.rejected
         every_reason = {reason.value: rejected.get(reason.value, 0) for reason in RejectReason}
         yield _labelled_counter(
-            "nettel_rejected", "Messages or datapoints rejected, by reason.", "reason", every_reason
+            "nettel_rejected",
+            "Messages, datapoints or archive records rejected, by reason.",
+            "reason",
+            every_reason,
         )
         yield CounterMetricFamily(
             "nettel_datapoints_applied", "Datapoints stored in link state.", value=applied
@@ -104,6 +110,7 @@ class RuntimeCollector(Collector):
         )
         yield from self._freshness(last_message)
         yield from self._persistence()
+        yield from _backfill(backfill)
         yield from self._topology()
         build = InfoMetricFamily("nettel_build", "The running nettel: package, scanner, Python.")
         build.add_metric([], self._build_info)
@@ -185,6 +192,36 @@ class RuntimeCollector(Collector):
         for source, destination, cost in self._costliest(matrix):
             family.add_metric([source, destination], cost)
         return family
+
+
+def _backfill(report: BackfillReport) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """What --backfill-from did (zeros, and NaN seconds, without it)."""
+    running = report.started_at is not None and report.finished_at is None
+    yield GaugeMetricFamily(
+        "nettel_backfill_in_progress", "1 while the backfill runs.", value=float(running)
+    )
+    seconds = report.seconds(time.time())
+    yield GaugeMetricFamily(
+        "nettel_backfill_duration_seconds",
+        "How long the backfill ran (so far, while it runs; NaN: none).",
+        value=math.nan if seconds is None else seconds,
+    )
+    links = {outcome.value: report.links[outcome.value] for outcome in LinkOutcome}
+    yield _labelled_counter(
+        "nettel_backfill_links", "Archived links the backfill read, by outcome.", "outcome", links
+    )
+    datapoints = {outcome.value: report.datapoints[outcome.value] for outcome in DatapointOutcome}
+    yield _labelled_counter(
+        "nettel_backfill_datapoints",
+        "Usable archive datapoints, by where they went.",
+        "outcome",
+        datapoints,
+    )
+    yield CounterMetricFamily(
+        "nettel_backfill_failed_requests",
+        "Archive requests that failed or timed out.",
+        value=report.failed_requests,
+    )
 
 
 def costliest_site_pairs(site_links: Sequence[LinkRecord], top: int) -> list[SitePairCost]:

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.config import LOSS_TOPIC, Settings
 from service.errors import RejectReason
+from service.ingest.archive_backfill import DatapointOutcome, LinkOutcome
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
@@ -206,6 +207,8 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
     return {
         "nettel_messages_received_total": {"topic": LOSS_TOPIC},
         "nettel_rejected_total": {"reason": next(iter(RejectReason)).value},
+        "nettel_backfill_links_total": {"outcome": LinkOutcome.FILLED.value},
+        "nettel_backfill_datapoints_total": {"outcome": DatapointOutcome.WINDOW.value},
         "nettel_pscheduler_runs_total": {"outcome": RunOutcome.APPLIED.value},
         "nettel_topology_refreshes_total": {"outcome": "ok"},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},

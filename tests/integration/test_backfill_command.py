@@ -1,0 +1,87 @@
+"""`nettel backfill` on a state dir (a real process, a local archive server): the snapshot and
+journal it finds stay, the archived links are added, a snapshot is written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from devtools.archive_server import ArchivedLink, ArchiveServer
+from devtools.service_process import REPO_ROOT
+from service.config import LOSS_TOPIC
+from service.state.journal import Journal
+from service.state.link_buffers import WINDOW_MINUTES
+from service.state.link_state import LinkState
+from service.state.snapshot_codec import encode_state
+from service.state.snapshot_store import SnapshotStore
+from service.state.topology import Topology
+from tests.integration.wire import current_minute_ts, sample_body
+from tests.message_factory import link, loss_message
+
+LOSS = "packet-loss-rate"
+
+
+def archived(number: int, minutes: int = 50) -> ArchivedLink:
+    stamps = [current_minute_ts(k) for k in range(minutes - 1, -1, -1)]
+    records = [{"ts": ts, "val": 0.001 * (ts // 60 % 7)} for ts in stamps]
+    return ArchivedLink(f"192.0.2.{number}", "198.51.100.20", series={LOSS: records})
+
+
+def backfill(state_dir: Path, archive: str, *args: str) -> tuple[int, dict]:
+    command = [sys.executable, "-m", "service", "backfill", "--state-dir", str(state_dir)]
+    command += ["--backfill-from", archive, "--backfill-history", "3600", *args]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=120, check=False)
+    assert done.stdout, done.stderr.decode()[-2000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_backfill_adds_the_archived_links_to_a_state_dir(tmp_path: Path) -> None:
+    now = time.time()
+    state = LinkState()  # what a stopped service left: a snapshot with one link ...
+    state.apply(loss_message({current_minute_ts(2): 0.5}, link("192.0.2.200")), now)
+    SnapshotStore(tmp_path).write(encode_state(state))
+    journal = Journal(tmp_path)  # ... and a journaled frame of another after it
+    frame = sample_body("packet-loss-rate.json", [current_minute_ts(1)], source="192.0.2.201")
+    journal.append([(LOSS_TOPIC, orjson.dumps(frame))])
+    journal.close()
+    with ArchiveServer([archived(1), archived(2)]) as archive:
+        status, summary = backfill(tmp_path, archive.url)
+        again_status, again = backfill(tmp_path, archive.url)
+    assert status == again_status == 0
+    assert summary["links"] == again["links"] == {"filled": 2, "unfinished": 0}
+    assert summary["datapoints"] == {"window": 2 * 33, "all_time": 2 * 17, "covered": 0}
+    assert again["datapoints"] == {"window": 2 * 32, "all_time": 0, "covered": 2 * 18}
+    restored = SnapshotStore(tmp_path).read(Topology())
+    assert restored is not None
+    view = restored.view(time.time())
+    rows = {source: row for row, source in enumerate(view.sources)}
+    assert sorted(rows) == ["192.0.2.1", "192.0.2.2", "192.0.2.200", "192.0.2.201"]
+    for source in ("192.0.2.1", "192.0.2.2"):
+        assert (view.slot_minute[rows[source]] >= 0).sum() == WINDOW_MINUTES
+        assert view.archive["loss_n"][rows[source]] == 50 - WINDOW_MINUTES
+    assert [path.name for path in tmp_path.glob("journal-*.log")] != []  # a fresh, empty one
+    assert all(path.stat().st_size == 0 for path in tmp_path.glob("journal-*.log"))
+
+
+def test_backfill_exits_1_when_the_archive_does_not_answer_and_still_writes_a_snapshot(
+    tmp_path: Path,
+) -> None:
+    with ArchiveServer([archived(1)], stall_metadata=True) as archive:
+        started = time.monotonic()
+        status, summary = backfill(tmp_path, archive.url, "--backfill-bound", "1")
+        took = time.monotonic() - started
+    assert (status, summary["failed_requests"], summary["links"]) == (1, 2, {"unfinished": 0})
+    assert took < 5  # stuck reads hold up no exit: they run on daemon threads
+    assert (tmp_path / "link-state.snapshot").exists()
+
+
+def test_backfill_needs_a_state_dir_and_an_archive(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "service", "backfill", "--state-dir", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert b"needs --state-dir and --backfill-from" in done.stderr
