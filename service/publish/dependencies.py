@@ -2,7 +2,9 @@
 
 `create_app` puts the runtime, the publishers and the metrics registry on `app.state`; routes
 declare what they need with the aliases below, so a test can replace any of them through
-`app.dependency_overrides` (e.g. `latest_matrix` with a hand-built snapshot).
+`app.dependency_overrides` (e.g. `latest_matrix` with a hand-built snapshot). The ones that
+only read an attribute are `async`, so FastAPI runs them on the event loop rather than sending
+each to a worker thread; those that may build a view on a new snapshot stay in the thread pool.
 """
 
 from __future__ import annotations
@@ -21,17 +23,17 @@ from service.publish.stream import MatrixStream
 from service.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def get_ecosystem(request: Request) -> Ecosystem:
+async def get_ecosystem(request: Request) -> Ecosystem:
     ecosystem: Ecosystem = request.app.state.ecosystem
     return ecosystem
 
 
-def get_registry(request: Request) -> CollectorRegistry:
+async def get_registry(request: Request) -> CollectorRegistry:
     registry: CollectorRegistry = request.app.state.registry
     return registry
 
@@ -40,7 +42,7 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 EcosystemDep = Annotated[Ecosystem, Depends(get_ecosystem)]
 
 
-def latest_matrix(runtime: RuntimeDep) -> CostMatrix:
+async def latest_matrix(runtime: RuntimeDep) -> CostMatrix:
     """The cost matrix being served; 503 until the first one is computed."""
     matrix = runtime.cycle.latest
     if matrix is None:
