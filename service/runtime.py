@@ -132,7 +132,7 @@ def build_runtime(settings: Settings) -> Runtime:
     )
     predictor = model.current if model else None
     archive = backfill_settings(settings)
-    backfill = ArchiveBackfill(state, archive) if archive else None
+    backfill = ArchiveBackfill(state, archive, parser=parser) if archive else None
     behind = backlog if backfill is None else lambda: backlog() or backfill.running
     cycle = MatrixCycle(state, settings.interval, predictor, settings.freshness, behind=behind)
     persistence = None

@@ -29,7 +29,7 @@ from service.ingest.archive_client import MAX_PAGE_SIZE, ArchiveClient, ArchiveU
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.archive import ArchiveBody, ArchiveSeries, build_bodies, parse_metadata
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import parse_messages
+from service.parse.perfsonar import ParseInput, ParseResult, parse_messages
 from service.parse.records import MeasurementKind, ParsedMessage
 from service.state.link_state import ApplyOutcome, LinkState
 
@@ -39,6 +39,7 @@ TICK_SECONDS = 0.1
 #: Failed links logged one by one; the rest only counted (and summed up at the end).
 LOGGED_FAILURES = 10
 _T = TypeVar("_T")
+Parser = Callable[[ParseInput], list[ParseResult]]
 
 
 class LinkOutcome(StrEnum):
@@ -133,10 +134,13 @@ class ArchiveBackfill:
         limits: InputLimits = InputLimits(),
         clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
+        parser: Parser | None = None,
     ) -> None:
+        """`parser` replaces `parse_messages` (e.g. by ParserProcesses.parse, as for the bus)."""
         self.settings = settings
         self._state = state
         self._limits = limits
+        self._parse = parser or partial(parse_messages, limits=limits)
         self._clock = clock
         self._log = log or logging.getLogger("nettel.backfill")
         self._reject_log = RateLimitedRejectLog(self._log)
@@ -275,7 +279,7 @@ class ArchiveBackfill:
         if not batch:
             return
         bodies = [body for link in batch for body in link.bodies]
-        results = parse_messages([(body.kind, body.body) for body in bodies], self._limits)
+        results = self._parse([(body.kind, body.body) for body in bodies])
         messages = [result for result in results if isinstance(result, ParsedMessage)]
         outcomes = iter(self._state.apply_history(messages, self._clock()))
         parsed = iter(results)

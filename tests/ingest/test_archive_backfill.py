@@ -12,6 +12,7 @@ import pytest
 from devtools.archive_server import ArchivedLink, ArchiveServer, Fault
 from service.analysis.link_analysis import analyse_links
 from service.ingest.archive_backfill import ArchiveBackfill, BackfillSettings
+from service.ingest.parser_processes import ParserProcesses
 from service.ingest.pipeline import IngestPipeline
 from service.parse.records import MeasurementKind
 from service.state.link_buffers import WINDOW_MINUTES
@@ -87,6 +88,26 @@ def test_links_get_a_full_window_and_exact_all_time_statistics() -> None:
     np.testing.assert_allclose(stats.loss_mean, losses.mean(), rtol=1e-12)
     np.testing.assert_allclose(stats.loss_std, losses.std(), rtol=1e-12)
     assert (view.archive["delay_n"] == HISTORY_MINUTES - WINDOW_MINUTES).all()
+
+
+def test_parsing_in_parser_processes_fills_the_same_state() -> None:
+    """`--parse-processes` children parse the archive's bodies as they parse the bus's."""
+    states = LinkState(), LinkState()
+    parsers = ParserProcesses(1)
+    try:
+        with ArchiveServer([archived(n) for n in (1, 2)]) as archive:
+            backfill(states[0], archive).run()
+            settings = BackfillSettings(archive.url, history=HISTORY_MINUTES * 60.0)
+            ArchiveBackfill(states[1], settings, clock=lambda: NOW, parser=parsers.parse).run()
+    finally:
+        parsers.stop()
+    by_source = [dict(zip(s.view(NOW).sources, range(2), strict=True)) for s in states]
+    for name in ("delay_mean", "delay_median", "loss"):
+        for source, row in by_source[0].items():
+            np.testing.assert_array_equal(
+                states[0].view(NOW).series[name][row],
+                states[1].view(NOW).series[name][by_source[1][source]],
+            )
 
 
 def test_a_failing_and_a_stalling_link_are_counted_and_the_others_filled() -> None:
