@@ -5,6 +5,8 @@ Replies carry their media type exactly as the RFC writes it, with no parameters 
 clients compare the whole header). A POST body must come as the resource's media type (415
 otherwise) and within MAX_REQUEST_BYTES (413); an `Accept` header, when there is one, must admit
 the reply's media type (406). Every refusal is an ALTO error document (`alto_protocol`).
+FastAPI sees none of this (the bodies are read raw, the path's metric from the request), so the
+OpenAPI document gets it from `alto_openapi`: request bodies, the metric, every status.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
 
+from service.publish.alto_openapi import (
+    METRIC_PARAMETER,
+    get_responses,
+    post_responses,
+    request_body_schema,
+)
 from service.publish.alto_protocol import (
     COST_MAP_FILTER_MEDIA,
     COST_MAP_MEDIA,
@@ -84,8 +92,11 @@ def request_body(media_type: str) -> Callable[[Request], Awaitable[bytes]]:
     return body
 
 
-async def offered_metric(metric: str) -> CostMetric:
-    """The cost map's metric from the path; one nettel does not offer is 404."""
+async def offered_metric(request: Request) -> CostMetric:
+    """The cost map's metric from the path; one nettel does not offer is 404. Read from the
+    request, not a parameter, so FastAPI documents no 422 that cannot happen (`alto_openapi`
+    documents the parameter)."""
+    metric: str = request.path_params["metric"]
     if metric not in METRICS:
         raise AltoError(E_INVALID_FIELD_VALUE, "cost-metric", metric, status=404)
     return METRICS[metric]
@@ -97,13 +108,21 @@ def build_alto_router(current_view: Callable[..., AltoView]) -> APIRouter:
     router = APIRouter(prefix="/alto", tags=["ALTO"], route_class=AltoRoute)
     latest = Depends(current_view)
 
-    @router.get("", response_class=Response, dependencies=[Depends(replying(DIRECTORY_MEDIA))])
+    @router.get(
+        "",
+        response_class=Response,
+        dependencies=[Depends(replying(DIRECTORY_MEDIA))],
+        responses=get_responses(DIRECTORY_MEDIA, matrix=False),
+    )
     def directory(request: Request) -> Response:
         """ALTO information resource directory (RFC 7285 section 9)."""
         return alto_response(directory_document(str(request.base_url)), DIRECTORY_MEDIA)
 
     @router.get(
-        "/networkmap", response_class=Response, dependencies=[Depends(replying(NETWORK_MAP_MEDIA))]
+        "/networkmap",
+        response_class=Response,
+        dependencies=[Depends(replying(NETWORK_MAP_MEDIA))],
+        responses=get_responses(NETWORK_MAP_MEDIA),
     )
     def network_map(view: AltoView = latest) -> Response:
         """ALTO network map: one PID per site with its prefixes (section 11.2.1)."""
@@ -111,12 +130,24 @@ def build_alto_router(current_view: Callable[..., AltoView]) -> APIRouter:
 
     cost_map_media = [Depends(replying(COST_MAP_MEDIA))]
 
-    @router.get("/costmap/{metric}", response_class=Response, dependencies=cost_map_media)
+    @router.get(
+        "/costmap/{metric}",
+        response_class=Response,
+        dependencies=cost_map_media,
+        responses=get_responses(COST_MAP_MEDIA, metric=True),
+        openapi_extra=METRIC_PARAMETER,
+    )
     def cost_map(metric: CostMetric = Depends(offered_metric), view: AltoView = latest) -> Response:
         """ALTO numerical cost map of `priv:nettel-cost`, `delay-ow` or `lossrate` (11.2.3)."""
         return alto_response(view.cost_map_document(metric), COST_MAP_MEDIA)
 
-    @router.post("/costmap/{metric}", response_class=Response, dependencies=cost_map_media)
+    @router.post(
+        "/costmap/{metric}",
+        response_class=Response,
+        dependencies=cost_map_media,
+        responses=post_responses(COST_MAP_MEDIA, metric=True),
+        openapi_extra=METRIC_PARAMETER | request_body_schema(COST_MAP_FILTER_MEDIA),
+    )
     def filtered_cost_map(
         metric: CostMetric = Depends(offered_metric),
         body: bytes = Depends(request_body(COST_MAP_FILTER_MEDIA)),
@@ -131,6 +162,8 @@ def build_alto_router(current_view: Callable[..., AltoView]) -> APIRouter:
         "/endpointcost",
         response_class=Response,
         dependencies=[Depends(replying(ENDPOINT_COST_MEDIA))],
+        responses=post_responses(ENDPOINT_COST_MEDIA),
+        openapi_extra=request_body_schema(ENDPOINT_COST_PARAMS_MEDIA),
     )
     def endpoint_cost(
         request: Request,

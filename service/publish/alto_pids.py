@@ -14,7 +14,10 @@ import re
 from collections.abc import Iterable
 
 PID_MAX_LENGTH = 64
-_INVALID_PID_CHARS = re.compile(r"[^A-Za-z0-9\-:@_]")
+_PID_CHARS = r"A-Za-z0-9\-:@_"
+_INVALID_PID_CHARS = re.compile(f"[^{_PID_CHARS}]")
+#: The names `is_valid_pid` accepts, as a JSON-schema pattern (the OpenAPI document's).
+PID_PATTERN = f"^[{_PID_CHARS}]{{1,{PID_MAX_LENGTH}}}$"
 
 
 def build_pid_names(keys: Iterable[str]) -> dict[str, str]:

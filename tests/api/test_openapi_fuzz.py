@@ -6,10 +6,14 @@ parameters from /openapi.json and checks every response: no 5xx, the status code
 document lists, the content type is the documented one, the body matches the response schema.
 
 Not fuzzed: GET /costmatrix/stream (server-sent events never end, so no response completes).
+Two rules of ALTO's that OpenAPI cannot state shape the generated cases of their operations
+(`same_metric_as_path`, `over_list_bound_within_pair_limit`); every check runs on every case.
 Examples are derandomised and capped so the whole run stays well under 90 s.
 """
 
 from __future__ import annotations
+
+from urllib.parse import unquote
 
 import pytest
 import schemathesis
@@ -18,6 +22,8 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from models.bundle import DEFAULT_BUNDLE
+from service.publish.alto_openapi import MAX_LISTED_ENDPOINTS
+from service.publish.alto_requests import MAX_ENDPOINT_PAIRS
 from tests.integration.wire import Publisher, current_minute_ts, get_json, sample_body, wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -27,6 +33,8 @@ LOSS = "/topic/perfsonar.raw.packet-loss-rate"
 ADMIN_TOKEN = "fuzz-admin-token"
 EXAMPLES_PER_OPERATION = 40
 STREAM = "/costmatrix/stream"
+FILTERED_COST_MAP = "POST /alto/costmap/{metric}"
+ENDPOINT_COST = "POST /alto/endpointcost"
 
 
 def publish_samples(brokers: str) -> None:
@@ -75,8 +83,44 @@ def live_schema(activemq, nettel_service, tmp_path):
     assert service.process.poll() is None, "the service died while being fuzzed"
 
 
+def same_metric_as_path(case):
+    """A filtered cost map's body names the cost map's own metric, the one in its path (RFC 7285
+    section 11.3.2.3; another is refused, 400). OpenAPI cannot tie a body field to a path
+    parameter, so schema-valid cases would pair them at random: a positive case gets its path's
+    metric in its body."""
+    cost_type = case.body.get("cost-type") if isinstance(case.body, dict) else None
+    if isinstance(cost_type, dict):
+        cost_type["cost-metric"] = unquote(case.path_parameters["metric"])
+    return case
+
+
+def over_list_bound_within_pair_limit(case) -> bool:
+    """Whether an endpoint cost request has a list over the schema's bound, yet is within the
+    server's limit. That limit is on (source, destination) pairs of distinct entries, which JSON
+    schema cannot state; the schema bounds each list by the limit's square root, so that every
+    schema-valid request is within it, but a longer list (schemathesis builds one by repeating an
+    address) is still accepted while its distinct entries' pairs are within the limit. Such a
+    negative case would fail "schema-violating request accepted", so it is not sent; a list over
+    the bound whose pairs exceed the limit is (400)."""
+    endpoints = case.body.get("endpoints") if isinstance(case.body, dict) else None
+    if not isinstance(endpoints, dict):
+        return False
+    lists = [endpoints.get(side, ["the client's address"]) for side in ("srcs", "dsts")]
+    if not all(isinstance(entries, list) for entries in lists):
+        return False
+    if all(len(entries) <= MAX_LISTED_ENDPOINTS for entries in lists):
+        return False
+    sources, destinations = (len(set(map(repr, entries))) for entries in lists)
+    return sources * destinations <= MAX_ENDPOINT_PAIRS
+
+
 def fuzz_operation(operation, mode: GenerationMode) -> None:
     """Run schemathesis' checks over generated cases; raises on the first failing example."""
+    cases = operation.as_strategy(generation_mode=mode)
+    if mode is GenerationMode.POSITIVE and operation.label == FILTERED_COST_MAP:
+        cases = cases.map(same_metric_as_path)
+    if mode is GenerationMode.NEGATIVE and operation.label == ENDPOINT_COST:
+        cases = cases.filter(lambda case: not over_list_bound_within_pair_limit(case))
 
     @settings(
         max_examples=EXAMPLES_PER_OPERATION,
@@ -85,7 +129,7 @@ def fuzz_operation(operation, mode: GenerationMode) -> None:
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(case=operation.as_strategy(generation_mode=mode))
+    @given(case=cases)
     def check(case):
         case.call_and_validate(timeout=10)
 
