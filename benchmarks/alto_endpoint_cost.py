@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,10 +35,17 @@ import httpx
 import orjson
 
 from benchmarks.corpus import sites_for
-from benchmarks.environment import REPO_ROOT, describe_environment
+from benchmarks.environment import describe_environment
 from benchmarks.interference import other_cores, sample_cpu
 from benchmarks.link_fill import host_ip, write_snapshot
-from benchmarks.load import LUA_SCRIPT
+from benchmarks.load import (
+    LUA_SCRIPT,
+    latency_ms,
+    transport_errors,
+    wrk_command,
+    wrk_parser,
+    wrk_summary,
+)
 from benchmarks.model import model_description, serve_model_args
 from benchmarks.proc import cpu_seconds
 from devtools.activemq import free_port
@@ -127,26 +132,18 @@ def measure(
     """wrk at `connections` for `seconds`: requests/s, latency percentiles, the service's CPU
     per request, and the cores other processes kept busy meanwhile (the machine may be shared)."""
     cpu_before, machine_before = cpu_seconds(service.pid), sample_cpu()
-    with tempfile.TemporaryDirectory() as folder:
-        script = Path(folder) / "alto.lua"
-        script.write_text(LUA_SCRIPT.read_text() + REQUEST_LUA)
-        command = ["wrk", "-t1", f"-c{connections}", f"-d{round(seconds)}s", "--timeout", "10s"]
-        command += ["-s", str(script), f"{service.url}/alto/endpointcost", "--", str(body_file)]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
+    command = wrk_command(seconds, connections, timeout="10s")
+    script = LUA_SCRIPT.read_text() + REQUEST_LUA
+    wrk = wrk_summary(command, script, f"{service.url}/alto/endpointcost", [str(body_file)])
     service_cpu, machine = cpu_seconds(service.pid) - cpu_before, sample_cpu()
-    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
-    wrk = json.loads(line.removeprefix("BENCH_JSON "))
     ok = wrk["statuses"].get("200", 0)
-    latency = wrk["latency_us"]
     wall = machine.wall - machine_before.wall
     return {
         "connections": connections,
         "requests": wrk["requests"],
-        "errors": wrk["requests"] - ok + sum(v for k, v in wrk["errors"].items() if k != "status"),
+        "errors": wrk["requests"] - ok + transport_errors(wrk),
         "rate": ok / (wrk["duration_us"] / 1e6),
-        "p50_ms": latency["p50"] / 1000,
-        "p99_ms": latency["p99"] / 1000,
-        "max_ms": latency["max"] / 1000,
+        **latency_ms(wrk),
         "service_cpu_ms": service_cpu / max(wrk["requests"], 1) * 1000,
         "other_cores": max(0.0, other_cores(machine_before, machine) - service_cpu / wall),
     }
@@ -259,19 +256,9 @@ def render(report: dict[str, Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.alto_endpoint_cost")
+    parser = wrk_parser("python -m benchmarks.alto_endpoint_cost", 15.0, [1, 4, 16], "bench-alto")
     parser.add_argument("--links", type=int, default=15_000, help="links in the served matrix")
     parser.add_argument("--endpoints", type=int, default=100, help="sources and destinations")
-    parser.add_argument("--seconds", type=float, default=15.0, help="wrk run per count")
-    parser.add_argument(
-        "--connections",
-        type=lambda text: [int(n) for n in text.split(",")],
-        default=[1, 4, 16],
-        help="comma-separated concurrent connections",
-    )
-    parser.add_argument(
-        "--output", type=Path, default=REPO_ROOT / "out" / "bench-alto", help="report dir"
-    )
     return parser
 
 

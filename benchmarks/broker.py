@@ -6,13 +6,15 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import stomp
 
 from devtools.activemq import ActiveMQProcess, free_port, start_activemq
+from devtools.broker_process import BrokerProcess
 from devtools.rabbitmq import RabbitMQProcess, start_rabbitmq
 from service.broker.flavour import Flavour
 from service.ingest.stomp_source import SubscriptionSpec, subscription_target
@@ -24,35 +26,41 @@ FLOW_CONTROL_PATTERNS = re.compile(
 )
 
 
-@contextmanager
-def private_broker(workdir: Path, name: str, logs: Path) -> Iterator[ActiveMQProcess]:
+B = TypeVar("B", bound=BrokerProcess)
+
+
+def private_broker(workdir: Path, name: str, logs: Path) -> AbstractContextManager[ActiveMQProcess]:
     """A fresh broker under `workdir/activemq-<name>`; its log is kept in `logs`, data deleted."""
-    base = workdir / f"activemq-{name}"
-    shutil.rmtree(base, ignore_errors=True)
-    broker = start_activemq(base, stomp_port=free_port(), heap_mb=BROKER_HEAP_MB)
-    try:
-        yield broker
-    finally:
-        broker.stop()
-        logs.mkdir(parents=True, exist_ok=True)
-        if broker.log_path.exists():
-            shutil.copy(broker.log_path, logs / f"activemq-{name}.log")
-        shutil.rmtree(base, ignore_errors=True)
+
+    def start(base: Path) -> ActiveMQProcess:
+        return start_activemq(base, stomp_port=free_port(), heap_mb=BROKER_HEAP_MB)
+
+    return _private(start, workdir, f"activemq-{name}", logs)
+
+
+def private_rabbitmq(
+    workdir: Path, name: str, logs: Path
+) -> AbstractContextManager[RabbitMQProcess]:
+    """A fresh RabbitMQ node under `workdir/rabbitmq-<name>`; log kept in `logs`, data deleted."""
+    return _private(
+        lambda base: start_rabbitmq(base, stomp_port=free_port()), workdir, f"rabbitmq-{name}", logs
+    )
 
 
 @contextmanager
-def private_rabbitmq(workdir: Path, name: str, logs: Path) -> Iterator[RabbitMQProcess]:
-    """A fresh RabbitMQ node under `workdir/rabbitmq-<name>`; log kept in `logs`, data deleted."""
-    base = workdir / f"rabbitmq-{name}"
+def _private(start: Callable[[Path], B], workdir: Path, folder: str, logs: Path) -> Iterator[B]:
+    """The broker `start` runs under `workdir/<folder>`, after deleting what a previous one left
+    there; its log is kept as `logs/<folder>.log` and its data deleted after."""
+    base = workdir / folder
     shutil.rmtree(base, ignore_errors=True)
-    broker = start_rabbitmq(base, stomp_port=free_port())
+    broker = start(base)
     try:
         yield broker
     finally:
         broker.stop()
         logs.mkdir(parents=True, exist_ok=True)
         if broker.log_path.exists():
-            shutil.copy(broker.log_path, logs / f"rabbitmq-{name}.log")
+            shutil.copy(broker.log_path, logs / f"{folder}.log")
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -9,6 +9,7 @@ expected status only if the bytes received per response cover the expected body.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import multiprocessing
@@ -18,12 +19,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
+
+from benchmarks.environment import REPO_ROOT
 
 LUA_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
 PYTHON_PROCESSES = 2
@@ -85,33 +89,78 @@ def run_wrk(
     expected_status: int,
     large_body: int | None = None,
 ) -> LoadResult:
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "5s"]
+    command = wrk_command(max(1, seconds), connections)
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
-    with tempfile.TemporaryDirectory() as folder:
-        script = Path(folder) / LUA_SCRIPT.name
-        script.write_text(_lua_script(count_statuses=large_body is None))
-        completed = subprocess.run(
-            [*command, "-s", str(script), url], capture_output=True, text=True, check=True
-        )
-    line = next(x for x in completed.stdout.splitlines() if x.startswith("BENCH_JSON "))
-    data = json.loads(line.removeprefix("BENCH_JSON "))
-    latency = data["latency_us"]
+    data = wrk_summary(command, _lua_script(count_statuses=large_body is None), url)
     statuses = data["statuses"]
     if large_body is not None:
         statuses = _statuses_from_summary(data, expected_status, large_body)
+    latency = latency_ms(data)
     return LoadResult(
         requests=data["requests"],
         seconds=data["duration_us"] / 1e6,
-        p50_ms=latency["p50"] / 1000,
-        p99_ms=latency["p99"] / 1000,
-        max_ms=latency["max"] / 1000,
+        p50_ms=latency["p50_ms"],
+        p99_ms=latency["p99_ms"],
+        max_ms=latency["max_ms"],
         statuses=statuses,
-        transport_errors=sum(v for k, v in data["errors"].items() if k != "status"),
+        transport_errors=transport_errors(data),
         body_bytes=data["bytes"],
         expected_status=expected_status,
         details={"command": " ".join(command), "wrk": data, "per_response_hook": not large_body},
     )
+
+
+def wrk_command(seconds: float, connections: int, timeout: str = "5s") -> list[str]:
+    """wrk with one thread and `connections` keep-alive connections for `seconds` (rounded)."""
+    return ["wrk", "-t1", f"-c{connections}", f"-d{round(seconds)}s", "--timeout", timeout]
+
+
+def wrk_summary(
+    command: Sequence[str], script: str, url: str, script_args: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Run `command` (from `wrk_command`) on `url` with the Lua `script` (wrk_report.lua's text,
+    perhaps with more Lua added), passing it `script_args`; the BENCH_JSON summary it prints."""
+    with tempfile.TemporaryDirectory() as folder:
+        script_file = Path(folder) / LUA_SCRIPT.name
+        script_file.write_text(script)
+        arguments = ["-s", str(script_file), url, *(["--", *script_args] if script_args else [])]
+        completed = subprocess.run(
+            [*command, *arguments], capture_output=True, text=True, check=True
+        )
+    line = next(x for x in completed.stdout.splitlines() if x.startswith("BENCH_JSON "))
+    summary: dict[str, Any] = json.loads(line.removeprefix("BENCH_JSON "))
+    return summary
+
+
+def latency_ms(summary: Mapping[str, Any]) -> dict[str, float]:
+    """p50_ms, p99_ms and max_ms of a wrk summary's latencies."""
+    latency = summary["latency_us"]
+    return {f"{name}_ms": latency[name] / 1000 for name in ("p50", "p99", "max")}
+
+
+def transport_errors(summary: Mapping[str, Any]) -> int:
+    """Connect, read, write and timeout errors of a wrk summary (not non-2xx/3xx responses)."""
+    return sum(v for k, v in summary["errors"].items() if k != "status")
+
+
+def wrk_parser(
+    prog: str, seconds: float, connections: list[int], output: str
+) -> argparse.ArgumentParser:
+    """The options of a benchmark that drives wrk: --seconds a run, --connections (the counts
+    to run at), --output (report dir, default out/`output`)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--seconds", type=float, default=seconds, help="wrk run per count")
+    parser.add_argument(
+        "--connections",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=connections,
+        help="comma-separated concurrent connections",
+    )
+    parser.add_argument(
+        "--output", type=Path, default=REPO_ROOT / "out" / output, help="report dir"
+    )
+    return parser
 
 
 def _lua_script(count_statuses: bool) -> str:

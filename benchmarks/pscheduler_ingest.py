@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from collections.abc import Sequence
@@ -34,9 +32,16 @@ import httpx
 import orjson
 
 from benchmarks.corpus import mesh_for, simulated_pool
-from benchmarks.environment import REPO_ROOT, describe_environment
+from benchmarks.environment import describe_environment
 from benchmarks.interference import other_cores, sample_cpu
-from benchmarks.load import LUA_SCRIPT
+from benchmarks.load import (
+    LUA_SCRIPT,
+    latency_ms,
+    transport_errors,
+    wrk_command,
+    wrk_parser,
+    wrk_summary,
+)
 from benchmarks.model import model_description
 from benchmarks.proc import cpu_seconds
 from devtools.activemq import free_port
@@ -120,20 +125,17 @@ def measure(
     drained_at = _wait_applied(service.url, before + accepted, time.monotonic())
     service_cpu = cpu_seconds(service.pid) - cpu
     others = other_cores(machine, sample_cpu()) - service_cpu / (wall_of(wrk) + drained_at)
-    latency = wrk["latency_us"]
     wall = wall_of(wrk)
     return {
         "connections": connections,
         "requests": wrk["requests"],
         "accepted": accepted,
         "other_statuses": wrk["requests"] - accepted,
-        "transport_errors": sum(v for k, v in wrk["errors"].items() if k != "status"),
+        "transport_errors": transport_errors(wrk),
         "accepted_per_s": accepted / wall,
         "applied_per_s": accepted / (wall + drained_at),
         "drain_seconds": drained_at,
-        "p50_ms": latency["p50"] / 1000,
-        "p99_ms": latency["p99"] / 1000,
-        "max_ms": latency["max"] / 1000,
+        **latency_ms(wrk),
         "service_cpu_us_per_run": service_cpu / max(accepted, 1) * 1e6,
         "other_cores": max(0.0, others),
     }
@@ -144,16 +146,11 @@ def wall_of(wrk: dict[str, Any]) -> float:
 
 
 def _wrk(url: str, templates_file: Path, seconds: float, connections: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        script = Path(folder) / "pscheduler.lua"
-        script.write_text(LUA_SCRIPT.read_text() + REQUEST_LUA)
-        command = ["wrk", "-t1", f"-c{connections}", f"-d{round(seconds)}s", "--timeout", "5s"]
-        command += ["-s", str(script), f"{url}{PSCHEDULER_DESTINATION}"]
-        command += ["--", str(templates_file), TOKEN]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
-    result: dict[str, Any] = json.loads(line.removeprefix("BENCH_JSON "))
-    return result
+    script = LUA_SCRIPT.read_text() + REQUEST_LUA
+    target = f"{url}{PSCHEDULER_DESTINATION}"
+    return wrk_summary(
+        wrk_command(seconds, connections), script, target, [str(templates_file), TOKEN]
+    )
 
 
 def _applied(url: str) -> float:
@@ -247,18 +244,10 @@ def render(report: dict[str, Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.pscheduler_ingest")
-    parser.add_argument("--seconds", type=float, default=20.0, help="wrk run per count")
-    parser.add_argument(
-        "--connections",
-        type=lambda text: [int(n) for n in text.split(",")],
-        default=[16, 64, 256],
-        help="comma-separated concurrent connections",
+    parser = wrk_parser(
+        "python -m benchmarks.pscheduler_ingest", 20.0, [16, 64, 256], "bench-pscheduler"
     )
     parser.add_argument("--links", type=int, default=2500, help="distinct links posted")
-    parser.add_argument(
-        "--output", type=Path, default=REPO_ROOT / "out" / "bench-pscheduler", help="report dir"
-    )
     return parser
 
 

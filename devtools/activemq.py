@@ -34,25 +34,28 @@ it), PKCS12 stores, RSA 2048, valid for two days.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import ipaddress
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-import stomp
+from devtools.broker_process import (
+    LOOPBACK,
+    BrokerProcess,
+    build_start_parser,
+    run_in_foreground,
+    ssl_port_for,
+)
+
+# Tests, benchmarks and other devtools import these from here.
+from devtools.broker_process import BrokerStartError as BrokerStartError
+from devtools.broker_process import free_port as free_port
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
 ACTIVEMQ_JAR = ACTIVEMQ_HOME / "bin" / "activemq.jar"
-LOOPBACK = "127.0.0.1"
 STOMP_SCHEMES = ("stomp", "stomp+nio")
 INSTALL_HINT = "install Debian's broker package: apt-get install -y activemq"
 
@@ -132,10 +135,6 @@ SSL_CONNECTOR_XML = """\
 PKI_VALIDITY_DAYS = 2
 #: A short-lived JVM starts about twice as fast without the optimising JIT.
 KEYTOOL_JVM_FLAGS = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")
-
-
-class BrokerStartError(RuntimeError):
-    """The broker could not be started; the message says why and quotes the broker log."""
 
 
 @dataclass(frozen=True)
@@ -285,24 +284,6 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    """Return a TCP port the kernel considers free right now (it may be taken again later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int, host: str = LOOPBACK) -> bool:
-    """True when nothing listens on `port` (a listener on any address blocks the bind)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
 def build_activemq_xml(
     stomp_port: int,
     openwire_port: int,
@@ -390,56 +371,11 @@ def write_instance_files(layout: BrokerLayout, activemq_xml: str) -> None:
     (layout.conf / "log4j.properties").write_text(LOG4J_PROPERTIES)
 
 
-def read_log_tail(path: Path, lines: int = 40) -> str:
-    """Return the last `lines` lines of a log file, or a note that there is none."""
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return f"(no log at {path})"
-
-
-def stomp_handshake_ok(
-    port: int, timeout: float = 2.0, host: str = LOOPBACK, vhost: str | None = None
-) -> bool:
-    """True when a STOMP CONNECT to `host:port` (with `vhost` as its `host` header, if given)
-    gets a CONNECTED frame within `timeout`."""
-    conn = stomp.Connection([(host, port)], reconnect_attempts_max=1, timeout=timeout, vhost=vhost)
-    try:
-        conn.connect(with_connect_command=True, wait=False)
-        deadline = time.monotonic() + timeout
-        while not conn.is_connected() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return bool(conn.is_connected())
-    except (stomp.exception.StompException, OSError):
-        return False
-    finally:
-        _disconnect_quietly(conn)
-
-
-def _disconnect_quietly(conn: stomp.Connection) -> None:
-    try:
-        if conn.is_connected():
-            conn.disconnect()
-        else:
-            conn.transport.stop()
-    except (stomp.exception.StompException, OSError):
-        pass
-
-
-_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: SIGTERM me when my parent thread dies."""
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class ActiveMQProcess:
+class ActiveMQProcess(BrokerProcess):
     """A running (or stopped) private broker; `restart` brings it back on the same dir and ports."""
 
     flavour = "activemq"
+    log_name = "activemq.log"
 
     def __init__(
         self,
@@ -451,49 +387,19 @@ class ActiveMQProcess:
         tls: BrokerTls | None = None,
         ssl_port: int | None = None,
     ) -> None:
-        self.layout = BrokerLayout(Path(base_dir).resolve())
-        self.stomp_port = stomp_port
+        super().__init__(base_dir, stomp_port, tls, ssl_port)
+        self.layout = BrokerLayout(self.base_dir)
         self.openwire_port = openwire_port
         self.stomp_scheme = stomp_scheme
         self.heap_mb = heap_mb
-        self.tls = tls
-        self.ssl_port = ssl_port
-        self.process: subprocess.Popen[bytes] | None = None
-        self.startup_seconds: float | None = None
 
-    @property
-    def base_dir(self) -> Path:
-        return self.layout.base
+    def _command(self) -> list[str]:
+        return build_java_command(self.layout, find_java(), self.heap_mb)
 
-    @property
-    def log_path(self) -> Path:
-        return self.layout.log_file
+    def _other_ports(self) -> list[tuple[str, int]]:
+        return [("OpenWire", self.openwire_port)]
 
-    @property
-    def brokers(self) -> str:
-        """The `host:port` string for `nettel --brokers`."""
-        return f"{LOOPBACK}:{self.stomp_port}"
-
-    @property
-    def ssl_brokers(self) -> str:
-        """The `host:port` of the stomp+ssl connector, for `nettel --brokers --broker-tls`."""
-        if self.ssl_port is None:
-            raise BrokerStartError("this broker has no stomp+ssl connector (start it with tls=)")
-        return f"{LOOPBACK}:{self.ssl_port}"
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start(self, timeout: float = 60) -> None:
-        """Launch the broker and return once it answers a STOMP CONNECT; raise otherwise."""
-        if self.is_running():
-            raise BrokerStartError(f"broker already running as pid {self.pid}")
-        java = find_java()
-        self._check_ports_free()
+    def _write_files(self) -> None:
         xml = build_activemq_xml(
             self.stomp_port,
             self.openwire_port,
@@ -502,103 +408,6 @@ class ActiveMQProcess:
             ssl_port=self.ssl_port,
         )
         write_instance_files(self.layout, xml)
-        began = time.monotonic()
-        self.process = self._launch(build_java_command(self.layout, java, self.heap_mb))
-        try:
-            self._wait_until_ready(began + timeout)
-        except BaseException:
-            self.kill()
-            raise
-        self.startup_seconds = time.monotonic() - began
-
-    def restart(self, timeout: float = 60) -> None:
-        """Stop the broker if it runs, then start it again; persistent messages are kept."""
-        self.stop()
-        self.start(timeout)
-
-    def stop(self, timeout: float = 30) -> int | None:
-        """Shut down cleanly (SIGTERM), SIGKILL after `timeout`; return the exit code."""
-        if not self.is_running():
-            return None if self.process is None else self.process.returncode
-        self._signal(signal.SIGTERM)
-        try:
-            return self._process().wait(timeout)
-        except subprocess.TimeoutExpired:
-            return self.kill()
-
-    def kill(self) -> int | None:
-        """SIGKILL the broker at once (a crash, for fault tests) and reap it."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self._signal(signal.SIGKILL)
-        return self.process.wait()
-
-    def __enter__(self) -> ActiveMQProcess:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"pid {self.pid}" if self.is_running() else "stopped"
-        return f"<ActiveMQProcess stomp={self.brokers} {state} dir={self.base_dir}>"
-
-    def _process(self) -> subprocess.Popen[bytes]:
-        if self.process is None:
-            raise BrokerStartError("broker was never started")
-        return self.process
-
-    def _signal(self, signum: signal.Signals) -> None:
-        try:
-            os.killpg(self._process().pid, signum)
-        except ProcessLookupError:
-            pass
-
-    def _check_ports_free(self) -> None:
-        ports = [("STOMP", self.stomp_port), ("OpenWire", self.openwire_port)]
-        if self.ssl_port is not None:
-            ports.append(("STOMP+SSL", self.ssl_port))
-        for name, port in ports:
-            if not port_is_free(port):
-                raise BrokerStartError(
-                    f"{name} port {port} is already in use on {LOOPBACK}; stop whatever "
-                    f"listens there (`ss -ltnp 'sport = :{port}'`) or choose another port"
-                )
-
-    def _launch(self, command: list[str]) -> subprocess.Popen[bytes]:
-        self.layout.base.mkdir(parents=True, exist_ok=True)
-        with self.layout.log_file.open("ab") as log:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            log.write(f"\n=== {stamp} nettel devtools starting: {' '.join(command)}\n".encode())
-            log.flush()
-            return subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.layout.base,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # only calls prctl, safe after fork
-            )
-
-    def _wait_until_ready(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if self._process().poll() is not None:
-                raise self._start_error(f"broker exited with code {self._process().returncode}")
-            if self._listening() and stomp_handshake_ok(self.stomp_port):
-                return
-            time.sleep(0.1)
-        raise self._start_error("broker did not accept a STOMP CONNECT in time")
-
-    def _listening(self) -> bool:
-        """STOMP (and stomp+ssl, which starts after it) accept connections."""
-        ports = [self.stomp_port] if self.ssl_port is None else [self.stomp_port, self.ssl_port]
-        return not any(map(port_is_free, ports))
-
-    def _start_error(self, what: str) -> BrokerStartError:
-        tail = read_log_tail(self.log_path)
-        return BrokerStartError(f"{what} (stomp port {self.stomp_port}); {self.log_path}:\n{tail}")
 
 
 def start_activemq(
@@ -626,74 +435,46 @@ def start_activemq(
         stomp_scheme=stomp_scheme,
         heap_mb=heap_mb,
         tls=tls,
-        ssl_port=free_port() if tls is not None and ssl_port is None else ssl_port,
+        ssl_port=ssl_port_for(tls, ssl_port),
     )
     broker.start(timeout)
     return broker
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m devtools.activemq",
-        description="Run a private ActiveMQ broker (Debian package) in the foreground.",
+    parser, start = build_start_parser(
+        "activemq", "Run a private ActiveMQ broker (Debian package) in the foreground."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="start the broker; Ctrl-C or SIGTERM stops it")
-    start.add_argument("--dir", type=Path, default=Path("run/activemq"), help="instance folder")
-    start.add_argument("--port", type=int, default=61613, help="STOMP port on 127.0.0.1")
     start.add_argument("--openwire-port", type=int, default=None, help="default: a free port")
     start.add_argument("--nio", action="store_true", help="use the stomp+nio transport")
-    start.add_argument("--timeout", type=float, default=60, help="seconds to wait for STOMP")
     start.add_argument("--heap-mb", type=int, default=512, help="JVM maximum heap")
-    start.add_argument(
-        "--tls-port",
-        type=int,
-        default=None,
-        help="also listen for stomp+ssl on this port, with a test CA made under DIR/tls",
-    )
     return parser
 
 
 def _run_in_foreground(args: argparse.Namespace) -> int:
-    stop_requested = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop_requested.set())
-    scheme = "stomp+nio" if args.nio else "stomp"
-    try:
+    def start() -> ActiveMQProcess:
         tls = generate_test_pki(args.dir / "tls") if args.tls_port else None
-        broker = start_activemq(
+        return start_activemq(
             args.dir,
             args.port,
             args.openwire_port,
             args.timeout,
-            stomp_scheme=scheme,
+            stomp_scheme="stomp+nio" if args.nio else "stomp",
             heap_mb=args.heap_mb,
             tls=tls,
             ssl_port=args.tls_port,
         )
-    except BrokerStartError as error:
-        print(f"activemq: {error}", file=sys.stderr)
-        return 2
-    print(
-        f"activemq: ready on stomp://{broker.brokers} (openwire {broker.openwire_port}, "
-        f"pid {broker.pid}) in {broker.startup_seconds:.1f} s; log {broker.log_path}",
-        flush=True,
-    )
-    if tls is not None:
-        print(f"activemq: stomp+ssl on {broker.ssl_brokers}, CA {tls.ca_file}", flush=True)
-    return _supervise(broker, stop_requested)
 
+    def ready_lines(broker: ActiveMQProcess) -> list[str]:
+        lines = [
+            f"ready on stomp://{broker.brokers} (openwire {broker.openwire_port}, "
+            f"pid {broker.pid}) in {broker.startup_seconds:.1f} s; log {broker.log_path}"
+        ]
+        if broker.tls is not None:
+            lines.append(f"stomp+ssl on {broker.ssl_brokers}, CA {broker.tls.ca_file}")
+        return lines
 
-def _supervise(broker: ActiveMQProcess, stop_requested: threading.Event) -> int:
-    while not stop_requested.wait(0.5):
-        if not broker.is_running():
-            tail = read_log_tail(broker.log_path)
-            print(f"activemq: broker exited unexpectedly; log tail:\n{tail}", file=sys.stderr)
-            return 1
-    print("activemq: stopping", flush=True)
-    code = broker.stop()
-    print(f"activemq: stopped (exit code {code})", flush=True)
-    return 0
+    return run_in_foreground("activemq", start, ready_lines)
 
 
 def main(argv: list[str] | None = None) -> int:

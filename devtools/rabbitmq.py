@@ -35,23 +35,19 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-from devtools.activemq import (
+from devtools.activemq import BrokerTls, generate_test_pki
+from devtools.broker_process import (
     LOOPBACK,
+    BrokerProcess,
     BrokerStartError,
-    BrokerTls,
-    _die_with_parent,
+    build_start_parser,
     free_port,
-    generate_test_pki,
-    port_is_free,
-    read_log_tail,
-    stomp_handshake_ok,
+    run_in_foreground,
+    ssl_port_for,
 )
 
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
@@ -115,10 +111,17 @@ def export_pem_key_pair(tls: BrokerTls) -> tuple[Path, Path]:
     return cert, key
 
 
-class RabbitMQProcess:
+class RabbitMQProcess(BrokerProcess):
     """A running (or stopped) private node; `start` again brings it back with its data."""
 
     flavour = "rabbitmq"
+    log_name = LOG_FILE
+    noun = "node"
+    ssl_port_name = "STOMP+TLS"
+    ssl_listener = "TLS listener"
+    poll_interval = 0.2
+    group_outlives_process = True  # the Erlang VM, which the shell does not reap when killed
+    vhost: str
 
     def __init__(
         self,
@@ -130,93 +133,11 @@ class RabbitMQProcess:
         tls: BrokerTls | None = None,
         ssl_port: int | None = None,
     ) -> None:
-        self.base_dir = Path(base_dir).resolve()
-        self.stomp_port = stomp_port
+        super().__init__(base_dir, stomp_port, tls, ssl_port)
         self.amqp_port = amqp_port
         self.dist_port = dist_port
         self.vhost = vhost
-        self.tls = tls
-        self.ssl_port = ssl_port
         self.node_name = f"nettel-{os.getpid()}-{stomp_port}@localhost"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.startup_seconds: float | None = None
-
-    @property
-    def log_path(self) -> Path:
-        return self.base_dir / LOG_FILE
-
-    @property
-    def brokers(self) -> str:
-        """The `host:port` string for `nettel --brokers`."""
-        return f"{LOOPBACK}:{self.stomp_port}"
-
-    @property
-    def ssl_brokers(self) -> str:
-        """The `host:port` of the STOMP-over-TLS listener."""
-        if self.ssl_port is None:
-            raise BrokerStartError("this node has no TLS listener (start it with tls=)")
-        return f"{LOOPBACK}:{self.ssl_port}"
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start(self, timeout: float = 60) -> None:
-        """Launch the node and return once it answers a STOMP CONNECT; raise otherwise."""
-        if self.is_running():
-            raise BrokerStartError(f"node already running as pid {self.pid}")
-        if not RABBITMQ_SERVER.exists():
-            raise BrokerStartError(f"{RABBITMQ_SERVER} not found; {INSTALL_HINT}")
-        self._check_ports_free()
-        self._write_files()
-        began = time.monotonic()
-        self.process = self._launch()
-        try:
-            self._wait_until_ready(began + timeout)
-        except BaseException:
-            self.kill()
-            raise
-        self.startup_seconds = time.monotonic() - began
-
-    def restart(self, timeout: float = 60) -> None:
-        """Stop the node if it runs, then start it again; durable queues and persistent
-        messages are kept."""
-        self.stop()
-        self.start(timeout)
-
-    def stop(self, timeout: float = 30) -> int | None:
-        """Shut down cleanly (SIGTERM), SIGKILL after `timeout`; return the exit code."""
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self._signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return self.kill()
-        self._wait_group_gone()
-        return code
-
-    def kill(self) -> int | None:
-        """SIGKILL the node at once (a crash, for fault tests) and reap it."""
-        if self.process is None:
-            return None
-        self._signal(signal.SIGKILL)  # the Erlang VM too, should the shell be gone already
-        code = self.process.wait()
-        self._wait_group_gone()
-        return code
-
-    def __enter__(self) -> RabbitMQProcess:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"pid {self.pid}" if self.is_running() else "stopped"
-        return f"<RabbitMQProcess stomp={self.brokers} {state} dir={self.base_dir}>"
 
     def environment(self) -> dict[str, str]:
         """rabbitmq-server's environment: every path under the base dir, private ports."""
@@ -250,68 +171,16 @@ class RabbitMQProcess:
         (self.base_dir / "enabled_plugins").write_text("[rabbitmq_stomp].\n")
         (self.base_dir / "rabbitmq-env.conf").write_text("")
 
-    def _launch(self) -> subprocess.Popen[bytes]:
-        with self.log_path.open("ab") as log:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            log.write(f"\n=== {stamp} nettel devtools starting {self.node_name}\n".encode())
-            log.flush()
-            return subprocess.Popen(
-                [str(RABBITMQ_SERVER)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.base_dir,
-                env=self.environment(),
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # only calls prctl, safe after fork
-            )
+    def _command(self) -> list[str]:
+        if not RABBITMQ_SERVER.exists():
+            raise BrokerStartError(f"{RABBITMQ_SERVER} not found; {INSTALL_HINT}")
+        return [str(RABBITMQ_SERVER)]
 
-    def _signal(self, signum: signal.Signals) -> None:
-        if self.process is None:
-            return
-        try:
-            os.killpg(self.process.pid, signum)
-        except ProcessLookupError:
-            pass
+    def _other_ports(self) -> list[tuple[str, int]]:
+        return [("AMQP", self.amqp_port), ("Erlang distribution", self.dist_port)]
 
-    def _wait_group_gone(self, timeout: float = 10.0) -> None:
-        """Wait until the VM, which the shell does not reap when killed, has exited too, so
-        its ports are free for the next start."""
-        deadline = time.monotonic() + timeout
-        while self.process is not None and time.monotonic() < deadline:
-            try:
-                os.killpg(self.process.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-
-    def _check_ports_free(self) -> None:
-        ports = [("STOMP", self.stomp_port), ("AMQP", self.amqp_port)]
-        ports += [("Erlang distribution", self.dist_port)]
-        if self.ssl_port is not None:
-            ports.append(("STOMP+TLS", self.ssl_port))
-        for name, port in ports:
-            if not port_is_free(port):
-                raise BrokerStartError(
-                    f"{name} port {port} is already in use on {LOOPBACK}; stop whatever "
-                    f"listens there (`ss -ltnp 'sport = :{port}'`) or choose another port"
-                )
-
-    def _wait_until_ready(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise self._start_error(f"node exited with code {self.process.returncode}")
-            ready = not port_is_free(self.stomp_port) and (
-                self.ssl_port is None or not port_is_free(self.ssl_port)
-            )
-            if ready and stomp_handshake_ok(self.stomp_port, vhost=self.vhost):
-                return
-            time.sleep(0.2)
-        raise self._start_error("node did not accept a STOMP CONNECT in time")
-
-    def _start_error(self, what: str) -> BrokerStartError:
-        tail = read_log_tail(self.log_path)
-        return BrokerStartError(f"{what} (stomp port {self.stomp_port}); {self.log_path}:\n{tail}")
+    def _start_note(self, command: list[str]) -> str:
+        return f" {self.node_name}"
 
 
 def start_rabbitmq(
@@ -337,55 +206,41 @@ def start_rabbitmq(
         dist_port=free_port(),
         vhost=vhost,
         tls=tls,
-        ssl_port=free_port() if tls is not None and ssl_port is None else ssl_port,
+        ssl_port=ssl_port_for(tls, ssl_port),
     )
     broker.start(timeout)
     return broker
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m devtools.rabbitmq",
-        description="Run a private RabbitMQ node with STOMP (Debian package) in the foreground.",
+    parser, start = build_start_parser(
+        "rabbitmq",
+        "Run a private RabbitMQ node with STOMP (Debian package) in the foreground.",
+        "node",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="start the node; Ctrl-C or SIGTERM stops it")
-    start.add_argument("--dir", type=Path, default=Path("run/rabbitmq"), help="instance folder")
-    start.add_argument("--port", type=int, default=61613, help="STOMP port on 127.0.0.1")
     start.add_argument("--vhost", default="/", help="the node's (default) vhost")
-    start.add_argument("--timeout", type=float, default=60, help="seconds to wait for STOMP")
-    start.add_argument(
-        "--tls-port", type=int, default=None, help="also STOMP over TLS, test CA under DIR/tls"
-    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stop_requested = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop_requested.set())
-    try:
+
+    def start() -> RabbitMQProcess:
         tls = generate_test_pki(args.dir / "tls") if args.tls_port else None
-        broker = start_rabbitmq(
+        return start_rabbitmq(
             args.dir, args.port, args.timeout, vhost=args.vhost, tls=tls, ssl_port=args.tls_port
         )
-    except BrokerStartError as error:
-        print(f"rabbitmq: {error}", file=sys.stderr)
-        return 2
-    print(
-        f"rabbitmq: ready on stomp://{broker.brokers} vhost {broker.vhost!r} (pid {broker.pid}) "
-        f"in {broker.startup_seconds:.1f} s; log {broker.log_path}",
-        flush=True,
-    )
-    if tls is not None:
-        print(f"rabbitmq: STOMP over TLS on {broker.ssl_brokers}, CA {tls.ca_file}", flush=True)
-    while not stop_requested.wait(0.5):
-        if not broker.is_running():
-            print(f"rabbitmq: node exited; log tail:\n{read_log_tail(broker.log_path)}")
-            return 1
-    print(f"rabbitmq: stopped (exit code {broker.stop()})", flush=True)
-    return 0
+
+    def ready_lines(broker: RabbitMQProcess) -> list[str]:
+        lines = [
+            f"ready on stomp://{broker.brokers} vhost {broker.vhost!r} (pid {broker.pid}) "
+            f"in {broker.startup_seconds:.1f} s; log {broker.log_path}"
+        ]
+        if broker.tls is not None:
+            lines.append(f"STOMP over TLS on {broker.ssl_brokers}, CA {broker.tls.ca_file}")
+        return lines
+
+    return run_in_foreground("rabbitmq", start, ready_lines)
 
 
 if __name__ == "__main__":
