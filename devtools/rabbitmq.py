@@ -33,10 +33,12 @@ with openssl) the node also takes STOMP over TLS on `ssl_port` (`broker.ssl_brok
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from devtools.activemq import BrokerTls, generate_test_pki
@@ -51,6 +53,7 @@ from devtools.broker_process import (
 )
 
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+RABBITMQCTL = RABBITMQ_SERVER.with_name("rabbitmqctl")
 INSTALL_HINT = "install Debian's broker package: apt-get install -y rabbitmq-server"
 LOG_FILE = "rabbitmq.log"
 
@@ -158,6 +161,16 @@ class RabbitMQProcess(BrokerProcess):
             "RABBITMQ_DIST_PORT": str(self.dist_port),
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
         }
+
+    def declare_queue(self, name: str, arguments: Mapping[str, object]) -> None:
+        """Declare a durable queue in the node's vhost with `arguments` (such as
+        x-single-active-consumer, which STOMP cannot set) by `rabbitmqctl import_definitions`,
+        as an operator would; the node finishes the import moments after this returns."""
+        queue = {"name": name, "vhost": self.vhost, "durable": True, "auto_delete": False}
+        path = self.base_dir / f"definitions-{name}.json"
+        path.write_text(json.dumps({"queues": [queue | {"arguments": dict(arguments)}]}))
+        command = [str(RABBITMQCTL), "import_definitions", str(path)]
+        subprocess.run(command, env=self.environment(), capture_output=True, timeout=60, check=True)
 
     def _write_files(self) -> None:
         self.base_dir.mkdir(parents=True, exist_ok=True)

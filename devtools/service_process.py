@@ -66,15 +66,23 @@ class ServiceProcess:
                 _signal_group(self.process, signal.SIGKILL)
         return self.process.wait()
 
+    def kill(self) -> int:
+        """SIGKILL the process group: a crash, with no clean shutdown (nothing unsubscribes,
+        no snapshot is written; the broker sees the connection drop)."""
+        _signal_group(self.process, signal.SIGKILL)
+        return self.process.wait()
+
 
 def launch_service(
     brokers: str,
     extra_args: Sequence[str],
     log_path: Path,
     env: Mapping[str, str] | None = None,
+    port: int | None = None,
 ) -> ServiceProcess:
-    """Start `python -m service serve --brokers B --listen 127.0.0.1:<free port> ...`."""
-    port = free_port()
+    """Start `python -m service serve --brokers B --listen 127.0.0.1:<port> ...` (a free port
+    unless given, e.g. to restart a killed replica where a load balancer expects it)."""
+    port = port or free_port()
     command = [sys.executable, "-m", "service", "serve", "--brokers", brokers]
     command += ["--listen", f"127.0.0.1:{port}", *extra_args]
     log_path.parent.mkdir(parents=True, exist_ok=True)

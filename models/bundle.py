@@ -1,7 +1,11 @@
-"""Model bundles: `model.keras` + `scaler.json` + `model_card.json` in one directory.
+"""Model bundles: `model.keras` + `scaler.json` + `model_card.json` (+ `calibration.json`).
 
 Loading needs numpy and h5py only (see models.numpy_network); the card's sha256 must match the
-`.keras` file and its feature list must equal the service's, or the bundle is refused.
+`.keras` file and its feature list must equal the service's, or the bundle is refused. A card
+naming a calibration must hold its sha256 and the file must parse
+(`service.analysis.calibration.Calibration.from_json`), or the bundle is refused; a bundle whose
+card names none (trained before calibration existed) loads with `calibration` None, logged, and
+serves null congestion probabilities and intervals.
 Saving (`save_bundle`) is for training and takes the Keras model as an argument, so this module
 never imports Keras.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,12 +24,14 @@ import numpy as np
 
 from models.numpy_network import NumpyNetwork
 from models.scaler import MinMaxScaler
+from service.analysis.calibration import Calibration
 from service.analysis.predictor import ModelInfo
 from service.errors import ModelBundleError
 
 MODEL_FILE = "model.keras"
 SCALER_FILE = "scaler.json"
 CARD_FILE = "model_card.json"
+CALIBRATION_FILE = "calibration.json"
 DEFAULT_BUNDLE = Path(__file__).resolve().parent / "bundle"
 PREDICT_BATCH_ROWS = 4096
 
@@ -38,6 +45,7 @@ class ModelBundle:
     scaler: MinMaxScaler
     network: NumpyNetwork
     card: dict[str, Any]
+    calibration: Calibration | None = None
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Utilisation estimates in [0, 1] for a batch of raw feature rows.
@@ -57,9 +65,14 @@ def file_sha256(path: Path) -> str:
 
 
 def save_bundle(
-    directory: Path, keras_model: Any, scaler: MinMaxScaler, card_fields: dict[str, Any]
+    directory: Path,
+    keras_model: Any,
+    scaler: MinMaxScaler,
+    card_fields: dict[str, Any],
+    calibration: Calibration | None = None,
 ) -> Path:
-    """Write model.keras, scaler.json and model_card.json into `directory`; return it.
+    """Write model.keras, scaler.json, calibration.json (if given) and model_card.json into
+    `directory`; return it.
 
     The card is `card_fields` plus the sha256 of the written model.keras and the scaler's
     feature names (`created` defaults to now, ISO UTC). It is written last, so an interrupted
@@ -75,12 +88,28 @@ def save_bundle(
     keras_model.save(directory / MODEL_FILE)
     (directory / SCALER_FILE).write_text(json.dumps(scaler.to_json(), indent=1) + "\n")
     card = {"created": datetime.now(UTC).isoformat(timespec="seconds"), **card_fields}
+    (directory / CALIBRATION_FILE).unlink(missing_ok=True)
+    if calibration is not None:
+        card["calibration"] = write_calibration(directory, calibration)
     card |= {
         "sha256": file_sha256(directory / MODEL_FILE),
         "feature_names": list(scaler.feature_names),
     }
     (directory / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
     return directory
+
+
+def write_calibration(directory: Path, calibration: Calibration) -> dict[str, Any]:
+    """Write calibration.json; return the card's `calibration` entry (file, sha256, coverage)."""
+    path = Path(directory) / CALIBRATION_FILE
+    path.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
+    return {
+        "file": CALIBRATION_FILE,
+        "sha256": file_sha256(path),
+        "kind": calibration.to_json()["kind"],
+        "event": calibration.event,
+        "interval_coverage": calibration.coverage,
+    }
 
 
 def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBundle:
@@ -90,6 +119,7 @@ def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBun
         scaler = MinMaxScaler.from_json(json.loads((directory / SCALER_FILE).read_text()))
         digest = file_sha256(directory / MODEL_FILE)
         network = NumpyNetwork.from_keras_file(directory / MODEL_FILE)
+        calibration = _load_calibration(directory, card)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ModelBundleError(f"model bundle {directory}: {error}") from None
     _verify(directory, card, scaler, network, digest, expected_features)
@@ -99,7 +129,24 @@ def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBun
         sha256=digest,
         created=str(card["created"]),
     )
-    return ModelBundle(info, tuple(card["feature_names"]), scaler, network, card)
+    return ModelBundle(info, tuple(card["feature_names"]), scaler, network, card, calibration)
+
+
+def _load_calibration(directory: Path, card: dict[str, Any]) -> Calibration | None:
+    """The card's calibration, its file's sha256 checked; None (logged) if the card has none."""
+    entry = card.get("calibration")
+    if entry is None:
+        logging.getLogger("nettel.model").info(
+            "model bundle %s has no calibration: congestion_probability, utilisation_low and "
+            "utilisation_high are null",
+            directory,
+        )
+        return None
+    path = directory / CALIBRATION_FILE
+    digest = file_sha256(path)
+    if not isinstance(entry, dict) or entry.get("sha256") != digest:
+        raise ValueError(f"{CALIBRATION_FILE} sha256 {digest[:12]}... differs from the card's")
+    return Calibration.from_json(json.loads(path.read_text()))
 
 
 def _verify(

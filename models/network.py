@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -96,6 +97,26 @@ def fit_network(
         batch_size=batch_size,
         epochs=epochs,
         shuffle=True,
+        verbose=verbose,
+        callbacks=[keras.callbacks.LearningRateScheduler(_cosine_decay(model, epochs))],
+    )
+    return [float(loss) for loss in history.history["loss"]]
+
+
+def fit_network_batches(
+    model: keras.Sequential,
+    batches: tf.data.Dataset[Any],
+    epochs: int,
+    verbose: int | str = "auto",
+) -> list[float]:
+    """Train on a dataset of already scaled (features, labels) batches, read anew each epoch
+    (streamed training: the rows need not fit in memory); the training loss of each epoch."""
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1, not {epochs}")
+    history = model.fit(
+        batches,
+        epochs=epochs,
+        shuffle=False,  # the batches come shuffled
         verbose=verbose,
         callbacks=[keras.callbacks.LearningRateScheduler(_cosine_decay(model, epochs))],
     )

@@ -13,9 +13,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # shellcheck source=scripts/setup.sh
 source scripts/setup.sh
-# the web view's e2e test; TLS client certificates; the RabbitMQ tests (rabbitmq_stomp is in it)
-install_system_packages chromium openssl rabbitmq-server
-install_venv ".[test,training]"  # training: Keras parity and pipeline tests
+# the web view's e2e test; TLS client certificates; the RabbitMQ tests (rabbitmq_stomp is in it);
+# Java 17 for PySpark 4.0's local-mode tests (activemq pulls a JRE too: named so the need is explicit)
+install_system_packages chromium openssl rabbitmq-server haproxy openjdk-17-jre-headless
+install_venv ".[test,training,spark]"  # training: Keras parity and pipeline tests; spark: Spark job
 install_promtool
 
 # ---- test ----------------------------------------------------------------------------------
@@ -23,7 +24,10 @@ install_promtool
 .venv/bin/ruff format --check .
 .venv/bin/mypy service models  # settings: pyproject.toml [tool.mypy]
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers (NETTEL_TEST_WORKERS): most of the suite's wall time is waiting on brokers and
+# service processes, so a 2-core machine runs it in about two thirds of the time; every broker,
+# service and port a test uses is its own (free ports, per-process node names).
+.venv/bin/python -m pytest -n "${NETTEL_TEST_WORKERS:-2}" "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

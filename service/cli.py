@@ -20,9 +20,10 @@ from service.config import Settings, load_settings, parse_address
 from service.errors import ConfigError
 from service.log_format import configure_logging
 from training.cli_commands import add_evaluate_command, add_train_command
+from training.dataset_command import add_dataset_command
 
 #: Secrets are never taken from the command line, where `ps` would show them.
-ENV_ONLY_SETTINGS = {"broker_password", "admin_token", "ingest_token"}
+ENV_ONLY_SETTINGS = {"broker_password", "admin_token", "ingest_token", "warm_token"}
 
 #: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
 BACKFILL_COMMAND_SETTINGS = (
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_costmatrix_command(commands)
     add_train_command(commands)
     add_evaluate_command(commands)
+    add_dataset_command(commands)
     return parser
 
 

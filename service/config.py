@@ -21,6 +21,8 @@ LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 Address = tuple[str, int]
 #: The brokers' kind (`service.broker.flavour`); auto: from the broker's CONNECTED frame.
 BrokerFlavour = Literal["auto", "activemq", "rabbitmq", "artemis"]
+#: What the empirical filter reads (`service.analysis.link_analysis.filter_inputs`).
+EmpiricalFilterInput = Literal["newest-minute", "netTel"]
 
 
 def parse_address(text: str) -> Address:
@@ -30,6 +32,25 @@ def parse_address(text: str) -> Address:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"{text!r} is not host:port")
     return host, int(port)
+
+
+#: The shortest --retire-after: a link still holding data in its window is never retired.
+RETIRE_AFTER_MINIMUM = 32 * 60
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `text`: a number of seconds or a number with a unit s, m, h, d or w.
+
+    >>> parse_duration("7d"), parse_duration("90m"), parse_duration("3600")
+    (604800.0, 5400.0, 3600.0)
+    """
+    text = text.strip().lower()
+    scale = _DURATION_UNITS.get(text[-1:], 0)
+    try:
+        return float(text[:-1] if scale else text) * (scale or 1)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (e.g. 7d, 12h, 90m, 3600)") from None
 
 
 class Settings(BaseSettings):
@@ -90,8 +111,9 @@ class Settings(BaseSettings):
         min_length=1,
         max_length=128,
         pattern=r"^[A-Za-z0-9._:-]+$",
-        description="STOMP client-id and durable subscription (RabbitMQ: queue) name, unique per "
-        "nettel instance (default nettel-<host name>)",
+        description="STOMP client-id and durable subscription (RabbitMQ: queue) name, one per "
+        "replica: the broker refuses a second connection with the same one (default "
+        "nettel-<host name>)",
     )
     prefetch: int = Field(
         1000,
@@ -120,6 +142,11 @@ class Settings(BaseSettings):
     freshness: float = Field(
         1.0, gt=0, le=3600, description="new data reaches the matrix within about this many s"
     )
+    empirical_filter: EmpiricalFilterInput = Field(
+        "newest-minute",
+        description="what the delay-and-loss filter judges: the newest minute's delay and loss "
+        "(reacts within a minute) or netTel's 15-minute smoothed delay and loss (netTel parity)",
+    )
     topology: str | None = Field(
         None,
         description="which site each host is at: a file or an https:// URL (http:// only on "
@@ -144,6 +171,25 @@ class Settings(BaseSettings):
         description="destination for per-link results in netTel's layout",
     )
     publish_telemetry: bool = Field(True, description="publish changed links to telemetry_topic")
+    ha_group: str | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="high-availability group: the replicas of one group elect one telemetry "
+        "publisher through the broker (the single active consumer of queue nettel.ha.<group>); "
+        "unset: this instance publishes on its own",
+    )
+    ha_lease_interval: float = Field(
+        2.0, gt=0, le=60, description="seconds between the lease tokens each replica sends"
+    )
+    ha_lease_timeout: float = Field(
+        6.0,
+        gt=0,
+        le=600,
+        description="seconds without a lease token after which the publisher steps down, and "
+        "that a new holder waits before it publishes (at least 2 x ha_lease_interval)",
+    )
     stream_cost_step: float = Field(
         0.01, ge=0, le=1, description="cost change that makes /costmatrix/stream send a link"
     )
@@ -226,6 +272,25 @@ class Settings(BaseSettings):
         "window, any time before them goes into the all-time statistics (the backfill's time "
         "grows with it)",
     )
+    warm_from: str | None = Field(
+        None,
+        description="at start, take the link state of a running peer (its http(s)://host:port "
+        "base URL; GET /admin/state with warm_token) or the newest valid snapshot in a shared "
+        "directory of replica state dirs (a path); on failure start from state_dir or empty",
+    )
+    warm_token: SecretStr | None = Field(None, description="the peer's admin token for warm_from")
+    warm_token_file: Path | None = Field(None, description="file holding the warm_from token")
+    warm_timeout: float = Field(
+        30.0, gt=0, le=600, description="timeout (s) of the warm_from request: connect, each read"
+    )
+    retire_after: Annotated[float, NoDecode] = Field(
+        7 * 86_400.0,
+        ge=0,
+        le=3650 * 86_400,
+        allow_inf_nan=False,
+        description="links without a datapoint for this long leave the state, the matrix and "
+        "its views (seconds, or a duration such as 7d, 12h, 90m; at least 32m; 0: never)",
+    )
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="log level of the JSON logs"
     )
@@ -259,6 +324,27 @@ class Settings(BaseSettings):
             raise ValueError("an inventory URL must be https:// (http:// only on loopback)")
         return value
 
+    @field_validator("retire_after", mode="before")
+    @classmethod
+    def _parse_retire_after(cls, value: object) -> object:
+        seconds = parse_duration(value) if isinstance(value, str) else value
+        if isinstance(seconds, int | float) and 0 < seconds < RETIRE_AFTER_MINIMUM:
+            raise ValueError("at least 32m (the window), or 0 for never")
+        return seconds
+
+    @field_validator("warm_from")
+    @classmethod
+    def _check_warm_from(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        url = urlsplit(value)  # the value is not echoed: it might carry credentials
+        if url.scheme not in ("http", "https"):
+            if not Path(value).is_dir():
+                raise ValueError("neither an http(s):// URL nor an existing directory")
+        elif not url.hostname or url.query or url.fragment or url.username is not None:
+            raise ValueError("not an http(s)://host[:port][/path] URL without credentials")
+        return value
+
     @field_validator("backfill_from")
     @classmethod
     def _check_archive_url(cls, value: str | None) -> str | None:
@@ -276,7 +362,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_files(self) -> Settings:
         secret_files = (self.broker_password_file, self.admin_token_file, self.ingest_token_file)
-        for path in (*secret_files, self.rse_map):
+        for path in (*secret_files, self.warm_token_file, self.rse_map):
             if path is not None and not path.is_file():
                 raise ValueError(f"file {path} does not exist")
         self._check_tls_files()
@@ -284,6 +370,12 @@ class Settings(BaseSettings):
             raise ValueError("subscription virtual (ActiveMQ virtual topics) needs ActiveMQ")
         if not self.brokers:
             raise ValueError("brokers: at least one host:port is needed")
+        return self
+
+    @model_validator(mode="after")
+    def _check_lease(self) -> Settings:
+        if self.ha_lease_timeout < 2 * self.ha_lease_interval:
+            raise ValueError("ha_lease_timeout must be at least 2 x ha_lease_interval")
         return self
 
     def _check_tls_files(self) -> None:
@@ -312,6 +404,10 @@ class Settings(BaseSettings):
     def ingest_bearer_token(self) -> str | None:
         """The ingest token from the environment or the token file (file wins); None = disabled."""
         return _secret(self.ingest_token, self.ingest_token_file) or None
+
+    def warm_bearer_token(self) -> str | None:
+        """The peer's admin token for warm_from, from the environment or the file (file wins)."""
+        return _secret(self.warm_token, self.warm_token_file) or None
 
     def model_path(self) -> Path | None:
         """The bundle directory to serve, or None when no model is wanted."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from models.bundle import ModelBundle, load_bundle
+from service.analysis.calibration import Calibration
 from service.analysis.features import FEATURE_NAMES
 from service.analysis.predictor import ModelInfo
 
@@ -32,6 +33,10 @@ class _TimedModel:
     @property
     def feature_names(self) -> tuple[str, ...]:
         return self.bundle.feature_names
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return self.bundle.calibration
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         started = time.perf_counter()

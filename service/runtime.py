@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from service.analysis.predictor import ModelInfo
+from service.broker.election import BrokerElection
+from service.broker.lease import LeaseTiming
 from service.broker.link import BrokerAccess, TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
@@ -19,6 +21,7 @@ from service.ingest.pipeline import IngestPipeline
 from service.ingest.pscheduler_http import PschedulerIntake
 from service.ingest.rate_limit import ClientRateLimiter
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
+from service.ingest.warm_start import WarmOutcome, WarmSource, warm_start
 from service.matrix.cycle import MatrixCycle
 from service.model_slot import ModelSlot
 from service.parse.limits import InputLimits
@@ -26,6 +29,7 @@ from service.parse.records import MeasurementKind
 from service.persistence import Persistence
 from service.state.journal import Journal
 from service.state.link_state import LinkState
+from service.state.retirement import LinkRetirement
 from service.state.snapshot_store import SnapshotStore
 from service.state.topology import Topology
 from service.state.topology_file import LoadedTopology, load_topology
@@ -48,21 +52,45 @@ class Runtime:
     backfill: ArchiveBackfill | None = None
     intake: PschedulerIntake | None = None
     topology: TopologyRefresher | None = None
+    election: BrokerElection | None = None
+    #: Where --warm-from takes the state from at start (None without it).
+    warm: WarmSource | None = None
+    #: How --warm-from ended (None without it or before start).
+    warm_outcome: WarmOutcome | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
+        if self.warm is not None:
+            self._take_warm_state(self.warm)  # starts the source
         self.cycle.start()
         if self.persistence is not None:
             self.persistence.start()
         self.batcher.start()
-        self.source.start()
+        if self.warm is None:
+            self.source.start()
         if self.backfill is not None:
             self.backfill.start()
         if self.topology is not None:
             self.topology.start()
+        if self.election is not None:
+            self.election.start()
+
+    def _take_warm_state(self, warm: WarmSource) -> None:
+        """--warm-from: subscribe first (frames wait in the batcher, not yet started), then take
+        the peer's state and replay our journal onto it. What is published meanwhile is not
+        missed, and what the peer's state already holds is applied again, which stores the same
+        minute in the same slot: no datapoint counts twice."""
+        self.source.start()
+        loaded, self.warm_outcome = warm_start(warm, self.state.index.topology)
+        if loaded is not None:
+            self.state.adopt(loaded)
+            if self.persistence is not None:
+                self.persistence.replay_journal()
 
     def stop(self) -> None:
         """Stop consuming, snapshot what was applied (acknowledging it), then disconnect."""
+        if self.election is not None:
+            self.election.stop()  # first: another replica takes over publishing
         if self.backfill is not None:
             self.backfill.stop()
         self.source.pause()
@@ -83,6 +111,10 @@ class Runtime:
         info = self.model.reload()
         self.cycle.predictor = self.model.current
         return info
+
+    def publishes_telemetry(self) -> bool:
+        """Whether this instance is the one to publish telemetry: always, without --ha-group."""
+        return self.election is None or self.election.leader
 
     def ready(self) -> tuple[bool, list[str]]:
         """Ready = connected to a broker, a matrix computed and, with --backfill-from, the
@@ -134,7 +166,16 @@ def build_runtime(settings: Settings) -> Runtime:
     archive = backfill_settings(settings)
     backfill = ArchiveBackfill(state, archive, parser=parser) if archive else None
     behind = backlog if backfill is None else lambda: backlog() or backfill.running
-    cycle = MatrixCycle(state, settings.interval, predictor, settings.freshness, behind=behind)
+    cycle = MatrixCycle(
+        state,
+        settings.interval,
+        predictor,
+        settings.freshness,
+        behind=behind,
+        empirical_filter=settings.empirical_filter,
+    )
+    if settings.retire_after:
+        cycle.cycle_observers.append(LinkRetirement(state, settings.retire_after).after_cycle)
     persistence = None
     if store is not None:
         journal = Journal(store.directory)
@@ -156,6 +197,21 @@ def build_runtime(settings: Settings) -> Runtime:
         backfill,
         intake=build_intake(settings, batcher, pipeline),
         topology=topology_refresher(settings, state, loaded),
+        election=build_election(settings),
+        warm=warm_source(settings, store),
+    )
+
+
+def build_election(settings: Settings) -> BrokerElection | None:
+    """This replica's part in its --ha-group's election of the telemetry publisher, if any."""
+    if settings.ha_group is None:
+        return None
+    return BrokerElection(
+        broker_access(settings),
+        settings.ha_group,
+        replica=settings.client_id,
+        timing=LeaseTiming(settings.ha_lease_interval, settings.ha_lease_timeout),
+        flavour=settings.broker_flavour,
     )
 
 
@@ -172,6 +228,16 @@ def build_intake(
 def topic_kinds(settings: Settings) -> dict[str, MeasurementKind]:
     """The subscribed topics and what each carries."""
     return {settings.delay_topic: MeasurementKind.DELAY, settings.loss_topic: MeasurementKind.LOSS}
+
+
+def warm_source(settings: Settings, store: SnapshotStore | None) -> WarmSource | None:
+    """Where --warm-from takes the state from (None without it), with our own snapshot (a
+    shared directory's peer snapshots must be newer)."""
+    if settings.warm_from is None:
+        return None
+    own = store.path if store is not None and store.path.exists() else None
+    token, timeout = settings.warm_bearer_token(), settings.warm_timeout
+    return WarmSource(settings.warm_from, token, timeout, own)
 
 
 def restore_state(

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from service.errors import ConfigError, NettelError
+from training.dataset_command import DEFAULT_DATASET_DIR, add_engine_options, build_dataset_files
 
 DEFAULT_OUTPUT = Path("models/bundle")
 DEFAULT_EVALUATION_DIR = Path("out/evaluation")
@@ -29,6 +30,27 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--sites", type=int, default=20, help="simulated sites (default 20)")
     train.add_argument("--days", type=float, default=3.0, help="simulated days (default 3)")
     train.add_argument("--seed", type=int, default=0, help="seed of mesh, split and network")
+    train.add_argument(
+        "--family",
+        choices=("A", "B", "mixed"),
+        default="A",
+        help="simulator family: A = M/M/1/K queues, B = fluid FIFO queues with self-similar "
+        "traffic, policers, shapers and shared hops, mixed = both meshes (default A)",
+    )
+    train.add_argument(
+        "--calibration-fraction",
+        type=float,
+        default=0.15,
+        help="share of links kept from training to calibrate the congestion probability and "
+        "the utilisation interval (default 0.15)",
+    )
+    train.add_argument(
+        "--cross-family",
+        action="store_true",
+        help="then also train on the other simulator families, score every method across "
+        "families (cross_family.json beside the bundle's evaluation) and add the headline to "
+        "the model card",
+    )
     train.add_argument(
         "--holdout-fraction",
         type=float,
@@ -56,6 +78,14 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
         help=f"bundle directory (default {DEFAULT_OUTPUT})",
     )
     train.add_argument("--quiet", action="store_true", help="one line per epoch, no progress bar")
+    add_engine_options(train)
+    train.add_argument(
+        "--dataset-dir",
+        type=Path,
+        default=DEFAULT_DATASET_DIR,
+        help="--engine spark: where the Parquet rows are written and streamed from "
+        f"(default {DEFAULT_DATASET_DIR})",
+    )
     train.set_defaults(run=run_train)
 
 
@@ -79,6 +109,19 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:
         help=f"report directory (default {DEFAULT_EVALUATION_DIR})",
     )
     _add_data_options(evaluate, " (replaces the card's paths)")
+    evaluate.add_argument(
+        "--all-links",
+        action="store_true",
+        help="score the bundle on every labelled link of --perfsonar-dir/--router-map (links "
+        "it never saw): no split, no comparison with the card",
+    )
+    evaluate.add_argument(
+        "--cross-family",
+        action="store_true",
+        help="train the bundle's architecture on each simulator family (A, B, mixed) and score "
+        "the model and every baseline on the held-out links of both families "
+        "(cross_family.json)",
+    )
     evaluate.set_defaults(run=run_evaluate)
 
 
@@ -87,7 +130,8 @@ def _add_data_options(parser: argparse.ArgumentParser, note: str = "") -> None:
         "--perfsonar-dir",
         type=Path,
         default=None,
-        help=f"real data: directory of captured bus messages (*.jsonl){note}",
+        help="real data: perfSONAR archive directory: bus captures (*.jsonl) or ps_owd/"
+        f"ps_packetloss exports (*.jsonl, *.json, *.parquet){note}",
     )
     parser.add_argument(
         "--router-map",
@@ -105,11 +149,15 @@ def _widths(text: str) -> tuple[int, ...]:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    if args.engine == "spark":
+        return run_streamed_train(args)
     from models.network import NetworkConfig
     from training.dataset import DataSource
     from training.evaluate import format_table
     from training.train import DEFAULT_EPOCHS, TrainOptions, train_bundle
 
+    if args.cross_family and args.perfsonar_dir is not None:
+        raise ConfigError("train: --cross-family compares simulator families; not for real data")
     try:
         options = TrainOptions(
             source=DataSource(
@@ -118,9 +166,11 @@ def run_train(args: argparse.Namespace) -> int:
                 args.seed,
                 perfsonar_dir=args.perfsonar_dir,
                 router_map=args.router_map,
+                family=args.family,
             ),
             target=args.target,
             holdout_fraction=args.holdout_fraction,
+            calibration_fraction=args.calibration_fraction,
             network=NetworkConfig(widths=args.widths, dropout=args.dropout),
             epochs=args.epochs or DEFAULT_EPOCHS,
             output=args.output,
@@ -131,18 +181,72 @@ def run_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"train: {error}") from None
     print(f"bundle written to {result.directory} (training {result.training_seconds:.0f} s)")
     print(format_table(result.card["evaluation"]))
+    if args.cross_family:
+        _cross_family(args.output, DEFAULT_EVALUATION_DIR / "cross-family", record=True)
+    return 0
+
+
+def _cross_family(bundle: Path, output: Path, record: bool) -> None:
+    """Run the cross-family evaluation, print its table; `record` adds it to the card."""
+    from training.cross_family import cross_family_evaluation, format_headline, record_in_card
+
+    try:
+        report = cross_family_evaluation(bundle, output)
+        if record:
+            record_in_card(bundle, report)
+    except (ValueError, KeyError, NettelError) as error:
+        raise ConfigError(f"cross-family evaluation: {error}") from None
+    print(f"cross-family report written to {output}")
+    print(format_headline(report))
+
+
+def run_streamed_train(args: argparse.Namespace) -> int:
+    """`nettel train --engine spark`: rows built with Spark, then streamed into Keras."""
+    from models.network import NetworkConfig
+    from training.evaluate import format_table
+    from training.streamed_training import StreamedTrainOptions, train_streamed
+    from training.train import DEFAULT_EPOCHS
+
+    if args.perfsonar_dir is None or args.router_map is None:
+        raise ConfigError("train: --engine spark needs --perfsonar-dir and --router-map")
+    try:
+        description = build_dataset_files(args, args.dataset_dir)
+        print(f"dataset: {description['rows']} rows written to {args.dataset_dir} (spark)")
+        result = train_streamed(
+            StreamedTrainOptions(
+                dataset_dir=args.dataset_dir,
+                output=args.output,
+                seed=args.seed,
+                holdout_fraction=args.holdout_fraction,
+                network=NetworkConfig(widths=args.widths, dropout=args.dropout),
+                epochs=args.epochs or DEFAULT_EPOCHS,
+                verbose=2 if args.quiet else "auto",
+            )
+        )
+    except (ValueError, OSError, NettelError) as error:
+        raise ConfigError(f"train: {error}") from None
+    print(f"bundle written to {result.directory} (training {result.training_seconds:.0f} s)")
+    print(format_table(result.card["evaluation"]))
     return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from training.dataset import DataSource
-    from training.evaluate import evaluate_bundle, format_table
+    from training.evaluate import evaluate_all_links, evaluate_bundle, format_table
 
+    if args.cross_family:
+        _cross_family(args.bundle, args.output, record=False)
+        return 0
+    if args.all_links and (args.perfsonar_dir is None or args.router_map is None):
+        raise ConfigError("evaluate: --all-links needs --perfsonar-dir and --router-map")
     try:
         source = None
         if args.perfsonar_dir or args.router_map:
             source = DataSource(perfsonar_dir=args.perfsonar_dir, router_map=args.router_map)
-        report = evaluate_bundle(args.bundle, args.output, source)
+        if args.all_links and source is not None:
+            report = evaluate_all_links(args.bundle, args.output, source)
+        else:
+            report = evaluate_bundle(args.bundle, args.output, source)
     except (ValueError, NettelError) as error:
         raise ConfigError(f"evaluate: {error}") from None
     print(f"report and plots written to {args.output}")

@@ -28,12 +28,11 @@ from typing import Any
 import numpy as np
 
 from service.analysis.link_analysis import analyse_links
-from service.errors import RejectedInput
 from service.parse.histogram import HistogramStats
-from service.parse.perfsonar import parse_message
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import LinkState
+from training.perfsonar_archive import read_perfsonar_archive
 from training.readers import (
     UtilisationSeries,
     read_lhcopn_flows_file,
@@ -50,10 +49,14 @@ from training.simulator import (
     simulate_histograms,
     simulate_utilisation,
 )
+from training.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, simulate_traffic
 
 #: Utilisation above which a link counts as congested (netTel's label threshold).
 CONGESTED_RATIO = 0.7
 TARGETS = ("nettel", "ratio")
+#: Simulator families: A = M/M/1/K (training.simulator), B = fluid FIFO with self-similar
+#: traffic (training.simulator_fluid), mixed = both meshes side by side.
+FAMILIES = ("A", "B", "mixed")
 MINUTES_PER_DAY = 1440
 #: Minutes replayed before the first row, so every 32-minute window is full.
 WARMUP_MINUTES = WINDOW_MINUTES
@@ -127,16 +130,21 @@ class LinkSplit:
 
     train: np.ndarray
     holdout: np.ndarray
+    calibration: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def split_links(dataset: Dataset, fraction: float, seed: int) -> LinkSplit:
     """Hold out `fraction` of the links that have rows, drawn separately among congestion-prone
     and other links so both sets see congested links; deterministic for a seed."""
+    present = np.unique(dataset.link)
+    return split_link_ids(present, dataset.prone[present], fraction, seed)
+
+
+def split_link_ids(present: np.ndarray, busy: np.ndarray, fraction: float, seed: int) -> LinkSplit:
+    """`split_links` over link ids `present` (with rows) and whether each is congestion prone."""
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"holdout fraction must be in (0, 1), not {fraction}")
     rng = np.random.default_rng([seed, _SPLIT_STREAM])
-    present = np.unique(dataset.link)
-    busy = dataset.prone[present]
     holdout = np.concatenate(
         [_draw(rng, present[busy], fraction), _draw(rng, present[~busy], fraction)]
     )
@@ -148,6 +156,40 @@ def _draw(rng: np.random.Generator, links: np.ndarray, fraction: float) -> np.nd
     n = len(links)
     wanted = max(round(fraction * n), min(2, n // 2), 1 if n >= 2 else 0)
     return rng.choice(links, min(wanted, n - 1) if n >= 2 else 0, replace=False)
+
+
+def split_by_family(
+    dataset: Dataset, fraction: float, seed: int, calibration_fraction: float = 0.0
+) -> LinkSplit:
+    """`split_links` within each simulator family of the dataset (so a family's held-out links
+    are the same whether it was built alone or mixed), then `calibration_fraction` of all links
+    moved from training to calibration the same way. Without calibration and with one family
+    this is `split_links`."""
+    if not 0.0 <= calibration_fraction < 1.0 - fraction:
+        raise ValueError(
+            f"calibration fraction must be in [0, {1 - fraction}), not {calibration_fraction}"
+        )
+    train, holdout, calibration = [], [], []
+    for links in family_links(dataset).values():
+        family = split_links(dataset.rows_of(links), fraction, seed)
+        if calibration_fraction > 0:
+            share = calibration_fraction / (1.0 - fraction)
+            again = split_links(dataset.rows_of(family.train), share, seed + 1)
+            family = LinkSplit(again.train, family.holdout, again.holdout)
+        train.append(family.train)
+        holdout.append(family.holdout)
+        calibration.append(family.calibration)
+    return LinkSplit(*(np.sort(np.concatenate(ids)) for ids in (train, holdout, calibration)))
+
+
+def family_links(dataset: Dataset) -> dict[str, np.ndarray]:
+    """Link ids of each simulator family in the dataset (real data: one family, "real")."""
+    ranges = dataset.description.get("family_links")
+    if not ranges:
+        real = dataset.description.get("kind") == "real"
+        family = dataset.description.get("family", "real" if real else "A")
+        return {str(family): np.arange(len(dataset.link_names))}
+    return {family: np.arange(lo, hi) for family, (lo, hi) in ranges.items()}
 
 
 @dataclass(frozen=True)
@@ -162,8 +204,11 @@ class DataSource:
     start_minute: int = DEFAULT_START_MINUTE
     perfsonar_dir: Path | None = None
     router_map: Path | None = None
+    family: str = "A"
 
     def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"simulator family must be one of {FAMILIES}, not {self.family!r}")
         if (self.perfsonar_dir is None) != (self.router_map is None):
             raise ValueError("real data needs both a perfSONAR directory and a router map")
         if self.perfsonar_dir is None and (self.sites < 2 or self.days <= 0):
@@ -177,8 +222,8 @@ class DataSource:
 
     def build(self, target: str) -> Dataset:
         if self.perfsonar_dir is None or self.router_map is None:
-            return build_simulated_dataset(
-                self.sites, self.days, self.seed, target, self.start_minute
+            return build_family_dataset(
+                self.family, self.sites, self.days, self.seed, target, self.start_minute
             )
         return build_real_dataset(self.perfsonar_dir, self.router_map, target)
 
@@ -191,7 +236,7 @@ class DataSource:
                 router_map=Path(description["router_map"]),
             )
         keys = ("sites", "days", "seed", "start_minute")
-        return cls(**{key: description[key] for key in keys})
+        return cls(**{key: description[key] for key in keys}, family=description.get("family", "A"))
 
 
 # --- the replay --------------------------------------------------------------------------------
@@ -328,6 +373,7 @@ def build_simulated_dataset(
     utilisation = simulate_utilisation(mesh, first - 1, n_minutes + 1, seed)
     description = {
         "kind": "simulated",
+        "family": "A",
         "note": "trained and evaluated on SIMULATED links (training.simulator), not real routers",
         "sites": sites,
         "days": days,
@@ -355,13 +401,115 @@ def replay_simulation(
     WARMUP_MINUTES after `first_minute`.
     """
     labels = LabelGrid(first_minute, utilisation[:, 1:], utilisation[:, :-1])
-    state = link_state_for(mesh_endpoints(mesh))
-    minutes = replay_minutes(simulated_batches(mesh, labels.utilisation, first_minute, seed), state)
+    measured = simulate_histograms(mesh, labels.utilisation, first_minute, seed)
+    return replay_measurements(
+        mesh, measured, labels, target, description or {"kind": "simulated", "family": "A"}
+    )
+
+
+def replay_measurements(
+    mesh: Mesh,
+    measured: Iterable[MinuteMeasurements],
+    labels: LabelGrid,
+    target: str,
+    description: dict[str, Any],
+    prone: np.ndarray | None = None,
+) -> Dataset:
+    """Rows of simulated minutes (any family) replayed through ingest and analysis; `mesh` gives
+    the hosts and links, rows start WARMUP_MINUTES after `labels.first_minute`."""
+    endpoints = mesh_endpoints(mesh)
+    state = link_state_for(endpoints)
+    batches = (MinuteBatch(m.minute, minute_messages(m, endpoints)) for m in measured)
+    minutes = replay_minutes(batches, state)
     sources, destinations = _names(mesh, mesh.source), _names(mesh, mesh.destination)
     names = tuple(f"{s}->{d}" for s, d in zip(sources, destinations, strict=True))
-    parts = _Parts(minutes, labels, first_minute + WARMUP_MINUTES)
-    return assemble(
-        parts, target, names, mesh.congestion_prone, description or {"kind": "simulated"}
+    parts = _Parts(minutes, labels, labels.first_minute + WARMUP_MINUTES)
+    busy = mesh.congestion_prone if prone is None else prone
+    return assemble(parts, target, names, busy, description)
+
+
+def build_family_dataset(
+    family: str,
+    sites: int,
+    days: float,
+    seed: int,
+    target: str = "nettel",
+    start_minute: int = DEFAULT_START_MINUTE,
+) -> Dataset:
+    """Rows of simulator family A, B, or both side by side ("mixed": A's links first)."""
+    builders = {"A": build_simulated_dataset, "B": build_fluid_dataset}
+    if family in builders:
+        return builders[family](sites, days, seed, target, start_minute)
+    if family != "mixed":
+        raise ValueError(f"simulator family must be one of {FAMILIES}, not {family!r}")
+    return combine_families(
+        {name: build(sites, days, seed, target, start_minute) for name, build in builders.items()}
+    )
+
+
+def build_fluid_dataset(
+    sites: int,
+    days: float,
+    seed: int,
+    target: str = "nettel",
+    start_minute: int = DEFAULT_START_MINUTE,
+) -> Dataset:
+    """Rows for `days` of a `sites`-site family-B mesh (training.simulator_fluid)."""
+    mesh = build_fluid_mesh(sites, seed)
+    first = start_minute - WARMUP_MINUTES
+    n_minutes = WARMUP_MINUTES + round(days * MINUTES_PER_DAY)
+    traffic = simulate_traffic(mesh, first - 1, n_minutes + 1, seed)
+    utilisation = traffic.utilisation
+    labels = LabelGrid(first, utilisation[:, 1:], utilisation[:, :-1])
+    description = {
+        "kind": "simulated",
+        "family": "B",
+        "note": "trained and evaluated on SIMULATED links (training.simulator_fluid), "
+        "not real routers",
+        "sites": sites,
+        "days": days,
+        "seed": seed,
+        "start_minute": start_minute,
+        "warmup_minutes": WARMUP_MINUTES,
+        "links": mesh.n_links,
+        "congestion_prone_links": int(mesh.congestion_prone.sum()),
+        "persistence": "utilisation of the link at minute t - 1",
+    }
+    measured = simulate_fluid_minutes(mesh, traffic, seed, first_minute=first)
+    return replay_measurements(
+        mesh.hosts, measured, labels, target, description, mesh.congestion_prone
+    )
+
+
+def combine_families(parts: dict[str, Dataset]) -> Dataset:
+    """One dataset of several families' datasets, links renumbered in order (same target)."""
+    offsets = np.cumsum([0, *(len(d.link_names) for d in parts.values())])
+    datasets = list(parts.values())
+    rows = {name: np.concatenate([getattr(d, name) for d in datasets]) for name in _ROW_ARRAYS}
+    rows["link"] = np.concatenate(
+        [d.link + offset for d, offset in zip(datasets, offsets, strict=False)]
+    ).astype(np.int32)
+    first = datasets[0].description
+    description = {
+        key: first[key] for key in ("kind", "sites", "days", "seed", "start_minute") if key in first
+    }
+    return Dataset(
+        **rows,
+        target=datasets[0].target,
+        link_names=tuple(name for d in datasets for name in d.link_names),
+        prone=np.concatenate([d.prone for d in datasets]),
+        description={
+            **description,
+            "family": "mixed",
+            "note": "trained and evaluated on SIMULATED links of both simulator families",
+            "links": int(offsets[-1]),
+            "rows": int(sum(len(d) for d in datasets)),
+            "target": datasets[0].target,
+            "family_links": {
+                name: [int(offsets[i]), int(offsets[i + 1])] for i, name in enumerate(parts)
+            },
+            "families": {name: d.description for name, d in parts.items()},
+        },
     )
 
 
@@ -383,15 +531,6 @@ def link_state_for(endpoints: list[LinkEndpoints]) -> LinkState:
     for endpoint in endpoints:
         state.index.row_for(endpoint)
     return state
-
-
-def simulated_batches(
-    mesh: Mesh, utilisation: np.ndarray, first_minute: int, seed: int
-) -> Iterator[MinuteBatch]:
-    """Each simulated minute as the parsed delay and loss messages the collectors would send."""
-    endpoints = mesh_endpoints(mesh)
-    for measured in simulate_histograms(mesh, utilisation, first_minute, seed):
-        yield MinuteBatch(measured.minute, minute_messages(measured, endpoints))
 
 
 def minute_messages(
@@ -436,36 +575,56 @@ def compute_minute_stats(measured: MinuteMeasurements) -> list[HistogramStats | 
 
 
 def build_real_dataset(perfsonar_dir: Path, router_map: Path, target: str = "nettel") -> Dataset:
-    """Rows from captured perfSONAR messages labelled with router utilisation (docs/model.md)."""
-    messages = read_bus_capture(perfsonar_dir)
-    batches = split_by_minute(messages)
-    if not batches:
+    """Rows from the perfSONAR archive (bus captures, ps_owd/ps_packetloss exports) labelled with
+    router utilisation (docs/model.md)."""
+    archive = read_perfsonar_archive(perfsonar_dir)
+    minutes = sorted({ts // 60 for m in archive.messages for ts, _ in (*m.delays, *m.losses)})
+    if not minutes:
         raise ValueError(f"{perfsonar_dir}: no perfSONAR latency datapoints")
-    state = LinkState()
-    first, n_minutes = batches[0].minute, batches[-1].minute - batches[0].minute + 1
-    minutes = list(replay_minutes(batches, state))
-    labels = mapped_labels(read_router_map(router_map), state, first, n_minutes)
-    names = tuple(
-        f"{s}->{d}" for s, d in zip(state.index.sources, state.index.destinations, strict=True)
-    )
+    first, n_minutes = minutes[0], minutes[-1] - minutes[0] + 1
     description = {
         "kind": "real",
         "perfsonar_dir": str(perfsonar_dir),
         "router_map": str(router_map),
-        "messages": len(messages),
-        "links": len(state),
+        "messages": len(archive.messages),
+        "records": archive.records,
+        "rejected": dict(sorted(archive.rejected.items())),
         "first_minute": first,
         "minutes": n_minutes,
         "persistence": "newest router sample whose interval ended before minute t",
     }
-    dataset = assemble(
-        _Parts(minutes, labels, first + WARMUP_MINUTES),
+    entries = read_router_map(router_map)
+    dataset = replay_archive(archive.messages, entries, first, n_minutes, target, description)
+    return replace(dataset, prone=busy_links(dataset, len(dataset.link_names)))
+
+
+def replay_archive(
+    messages: Iterable[ParsedMessage],
+    entries: list[MappedLink],
+    first_minute: int,
+    n_minutes: int,
+    target: str,
+    description: dict[str, Any],
+) -> Dataset:
+    """Replay archived messages (in archive order) and label them through the router map; rows
+    from `first_minute` + WARMUP_MINUTES on, labels on the grid of `n_minutes` from there.
+
+    Links are independent, so any subset of the links replayed with the same grid gives those
+    links' rows of the whole (the Spark job replays groups of links this way).
+    """
+    state = LinkState()
+    minutes = list(replay_minutes(split_by_minute(messages), state))
+    labels = mapped_labels(entries, state, first_minute, n_minutes)
+    names = tuple(
+        f"{s}->{d}" for s, d in zip(state.index.sources, state.index.destinations, strict=True)
+    )
+    return assemble(
+        _Parts(minutes, labels, first_minute + WARMUP_MINUTES),
         target,
         names,
         np.zeros(len(state), bool),
-        description,
+        {**description, "links": len(state)},
     )
-    return replace(dataset, prone=busy_links(dataset, len(state)))
 
 
 def busy_links(dataset: Dataset, n_links: int) -> np.ndarray:
@@ -475,50 +634,6 @@ def busy_links(dataset: Dataset, n_links: int) -> np.ndarray:
         dataset.link, weights=is_congested(dataset.utilisation), minlength=n_links
     )
     return congested >= BUSY_SHARE * np.maximum(rows, 1)
-
-
-def read_bus_capture(directory: Path) -> list[ParsedMessage]:
-    """Parse the latency messages of every `*.jsonl` file (name order); other topics are skipped.
-
-    Each line is ``{"destination": "/topic/perfsonar.raw.<event-type>", "body": {...}}`` (also
-    ``"headers": {...}`` holding `destination` or `event-type`; the body may be a JSON string).
-    Messages the service would refuse are skipped, as serving would.
-    """
-    messages = []
-    for path in sorted(Path(directory).glob("*.jsonl")):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            message = _parse_capture_line(line, f"{path}:{number}") if line.strip() else None
-            if message is not None:
-                messages.append(message)
-    return messages
-
-
-def _parse_capture_line(line: str, where: str) -> ParsedMessage | None:
-    try:
-        record = json.loads(line)
-        headers = {
-            **record.get("headers", {}),
-            **{k: record[k] for k in ("destination",) if k in record},
-        }
-        body = record["body"]
-    except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
-        raise ValueError(
-            f"{where}: not a captured bus message (destination/headers + body)"
-        ) from None
-    kind = _capture_kind(headers)
-    if kind is None:
-        return None
-    try:
-        return parse_message(kind, body if isinstance(body, str) else json.dumps(body))
-    except RejectedInput:
-        return None
-
-
-def _capture_kind(headers: dict[str, Any]) -> MeasurementKind | None:
-    event = str(headers.get("event-type") or str(headers.get("destination", "")).rsplit(".", 1)[-1])
-    is_raw = "summary" not in str(headers.get("destination", ""))
-    kinds = {kind.value: kind for kind in MeasurementKind}
-    return kinds.get(event) if is_raw else None
 
 
 def split_by_minute(messages: Iterable[ParsedMessage]) -> list[MinuteBatch]:

@@ -14,6 +14,10 @@ Every method is scored on the same rows (the held-out links' rows) for the same 
   probability is not a utilisation estimate, so it has no MSE/MAE.
 
 MSE and MAE compare the estimate with the target label; ROC AUC ranks by the method's score.
+Rows are also scored per simulator family (`families`), and a calibrated bundle's congestion
+probability and utilisation interval (`calibration`: expected calibration error, Brier score,
+interval coverage and width, reliability table) through `calibrated_estimates`, the function
+serving calls.
 """
 
 from __future__ import annotations
@@ -31,14 +35,16 @@ from sklearn.metrics import precision_score, recall_score, roc_auc_score
 from models.bundle import ModelBundle, load_bundle
 from service.analysis.features import FEATURE_NAMES
 from service.errors import ModelBundleError
+from training.calibrate import calibration_scores
 from training.dataset import (
     CONGESTED_RATIO,
     Dataset,
     DataSource,
     LinkSplit,
     compute_target,
+    family_links,
     is_congested,
-    split_links,
+    split_by_family,
 )
 
 #: A prediction above this means "utilisation above 70 %". For the netTel target (0, or the
@@ -58,17 +64,12 @@ class Scores:
 
 
 def score_methods(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) -> dict[str, Scores]:
-    """Every method's scores on the held-out rows; baselines are fitted on the training links."""
+    """Every method's scores on the held-out rows; baselines are fitted on the training links
+    (without training links, as when scoring all links of new data, those two are left out)."""
     train, test = dataset.rows_of(split.train), dataset.rows_of(split.holdout)
     threshold = DECISION_THRESHOLD[dataset.target]
-    x_train, x_test = (
-        bundle.scaler.transform(train.features),
-        bundle.scaler.transform(test.features),
-    )
     predicted = predict(bundle, test.features)
-    linear = LinearRegression().fit(x_train, train.label).predict(x_test)
-    logistic = _fit_logistic(x_train, is_congested(train.utilisation)).predict_proba(x_test)[:, 1]
-    return {
+    scores = {
         "model": Scores(predicted, predicted, predicted > threshold),
         "empirical": Scores(None, test.empirical, test.empirical > 0),
         "persistence": Scores(
@@ -76,6 +77,16 @@ def score_methods(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) -> di
             test.persistence,
             is_congested(test.persistence),
         ),
+    }
+    if not len(train):
+        return scores
+    x_train, x_test = (
+        bundle.scaler.transform(train.features),
+        bundle.scaler.transform(test.features),
+    )
+    linear = LinearRegression().fit(x_train, train.label).predict(x_test)
+    logistic = _fit_logistic(x_train, is_congested(train.utilisation)).predict_proba(x_test)[:, 1]
+    return scores | {
         "linear_regression": Scores(np.clip(linear, 0.0, 1.0), linear, linear > threshold),
         "logistic_regression": Scores(None, logistic, logistic > 0.5),
     }
@@ -107,10 +118,24 @@ def compute_metrics(
 
 
 def evaluate_holdout(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) -> dict[str, Any]:
-    """The evaluation report (no files): metrics of every method on the held-out links."""
+    """The evaluation report (no files): metrics of every method on the held-out links, also
+    per simulator family, and the calibration's metrics per family."""
     test = dataset.rows_of(split.holdout)
     above = is_congested(test.utilisation)
     scores = score_methods(bundle, dataset, split)
+    families = {}
+    for family, links in family_links(dataset).items():
+        held = np.isin(test.link, links)
+        if held.any():
+            families[family] = {
+                "rows": int(held.sum()),
+                "positives": int(above[held].sum()),
+                "metrics": {
+                    name: compute_metrics(_rows(s, held), test.label[held], above[held])
+                    for name, s in scores.items()
+                },
+                "calibration": calibration_metrics(bundle, test.select(held)),
+            }
     return {
         "bundle": {
             "name": bundle.info.name,
@@ -124,15 +149,37 @@ def evaluate_holdout(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) ->
         "rows": len(test),
         "positives": int(above.sum()),
         "metrics": {name: compute_metrics(s, test.label, above) for name, s in scores.items()},
+        "calibration": calibration_metrics(bundle, test),
+        "families": families,
     }
 
 
+def calibration_metrics(bundle: ModelBundle, rows: Dataset) -> dict[str, Any] | None:
+    """ECE, Brier, interval coverage/width and reliability table on `rows` (None without a
+    calibration)."""
+    if bundle.calibration is None or not len(rows):
+        return None
+    calibrated = calibration_scores(predict(bundle, rows.features), bundle.calibration)
+    return calibrated.metrics(rows.utilisation, rows.label)
+
+
+def _rows(scores: Scores, mask: np.ndarray) -> Scores:
+    estimate = None if scores.estimate is None else scores.estimate[mask]
+    return Scores(estimate, scores.score[mask], scores.above[mask])
+
+
 def write_evaluation(
-    bundle: ModelBundle, dataset: Dataset, split: LinkSplit, output_dir: Path
+    bundle: ModelBundle,
+    dataset: Dataset,
+    split: LinkSplit,
+    output_dir: Path,
+    mode: str = "held-out",
 ) -> dict[str, Any]:
-    """Evaluate, then write report.json and the PNG plots into `output_dir`; return the report."""
+    """Evaluate, then write report.json and the PNG plots into `output_dir`; return the report.
+
+    `mode` ("held-out" links of the card, or "all-links" of new data) is recorded in it."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    report = evaluate_holdout(bundle, dataset, split)
+    report = {"mode": mode, **evaluate_holdout(bundle, dataset, split)}
     test = dataset.rows_of(split.holdout)
     predicted = predict(bundle, test.features)
     plots = plot_links(test, predicted, output_dir / "links")
@@ -140,6 +187,8 @@ def write_evaluation(
         plot_errors(test, predicted, output_dir),
         plot_calibration(test, predicted, output_dir),
     ]
+    if report["calibration"] is not None:
+        plots.append(plot_reliability(report, output_dir))
     report["plots"] = [str(path.relative_to(output_dir)) for path in plots]
     (output_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
@@ -240,6 +289,32 @@ def plot_calibration(test: Dataset, predicted: np.ndarray, directory: Path, bins
     return _save(figure, directory / "calibration.png")
 
 
+def plot_reliability(report: dict[str, Any], directory: Path) -> Path:
+    """Reliability diagram of congestion_probability per family: observed rate of "above 70 %"
+    against mean predicted probability in each probability bin (ECE in the legend)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(5, 5))
+    axes.plot([0, 1], [0, 1], color="grey", ls=":", lw=0.8)
+    for family, part in report["families"].items():
+        calibration = part["calibration"]
+        if calibration is None:
+            continue
+        table = calibration["reliability"]
+        ece = calibration["expected_calibration_error"]
+        axes.plot(
+            table["mean_probability"], table["observed"], "o-", label=f"{family} (ECE {ece:.3f})"
+        )
+    axes.set(
+        xlabel="congestion_probability (bin mean)",
+        ylabel="observed share above 70 %",
+        title="Reliability",
+        xlim=(0, 1),
+        ylim=(0, 1),
+    )
+    axes.legend()
+    return _save(figure, directory / "reliability.png")
+
+
 def _save(figure: Any, path: Path) -> Path:
     figure.tight_layout()
     figure.savefig(path, dpi=90)
@@ -260,7 +335,22 @@ def evaluate_bundle(
     if not isinstance(data, dict) or "holdout_links" not in data:
         raise ModelBundleError(f"model bundle {directory}: the card does not describe its data")
     dataset = (source or DataSource.from_description(data)).build(bundle.card["target"]["name"])
-    split = split_links(dataset, data["holdout_fraction"], int(bundle.card["seed"]))
+    split = split_by_family(
+        dataset,
+        data["holdout_fraction"],
+        int(bundle.card["seed"]),
+        data.get("calibration_fraction", 0.0),
+    )
     if dataset.names_of(split.holdout) != data["holdout_links"]:
         raise ModelBundleError(f"model bundle {directory}: the rebuilt held-out links differ")
     return write_evaluation(bundle, dataset, split, output_dir)
+
+
+def evaluate_all_links(directory: Path, output_dir: Path, source: DataSource) -> dict[str, Any]:
+    """Score a bundle on every labelled link of `source` (links it never saw: no split, no
+    comparison with its card). Baselines fitted on training rows (linear and logistic
+    regression) have none here and are left out; the empirical filter and persistence stay."""
+    bundle = load_bundle(directory, FEATURE_NAMES)
+    dataset = source.build(bundle.card["target"]["name"])
+    every_link = LinkSplit(np.zeros(0, np.int64), np.unique(dataset.link))
+    return write_evaluation(bundle, dataset, every_link, output_dir, mode="all-links")

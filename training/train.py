@@ -1,7 +1,9 @@
 """`nettel train`: dataset -> link split -> scaler (training links only) -> network -> bundle.
 
-The held-out links never reach the scaler or the network; after saving, the bundle is loaded
-back through `models.bundle.load_bundle` (the numpy serving path) and scored on them, and the
+The held-out and calibration links never reach the scaler or the network; after saving, the
+bundle is loaded back through `models.bundle.load_bundle` (the numpy serving path), its
+calibration (congestion probability, utilisation interval) is fitted on the calibration links
+(`training.calibrate`) and written into it, then it is scored on the held-out links and the
 metrics are added to the model card.
 """
 
@@ -16,18 +18,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.bundle import CARD_FILE, load_bundle, save_bundle
+from models.bundle import CARD_FILE, ModelBundle, load_bundle, save_bundle, write_calibration
 from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
 from models.scaler import MinMaxScaler
 from service.analysis.features import FEATURE_NAMES
-from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_links
-from training.evaluate import DECISION_THRESHOLD, evaluate_holdout
+from training.calibrate import fit_calibration
+from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_by_family
+from training.evaluate import DECISION_THRESHOLD, evaluate_holdout, predict
 
 if TYPE_CHECKING:  # importing Keras here would precede models.network's TensorFlow settings
     import keras
 
 MODEL_NAME = "nettel-utilisation"
 DEFAULT_EPOCHS = 30
+#: Share of the links kept from training to fit the calibration (besides the held-out share).
+DEFAULT_CALIBRATION_FRACTION = 0.15
 TARGET_DEFINITIONS = {
     "nettel": f"utilisation ratio clipped to [0, 1] when above {CONGESTED_RATIO}, else 0 (netTel)",
     "ratio": "utilisation ratio (router bits/s / capacity) clipped to [0, 1]",
@@ -41,6 +46,7 @@ class TrainOptions:
     source: DataSource = field(default_factory=DataSource)
     target: str = "nettel"
     holdout_fraction: float = 0.2
+    calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION
     network: NetworkConfig = field(default_factory=NetworkConfig)
     epochs: int = DEFAULT_EPOCHS
     output: Path = Path("models/bundle")
@@ -49,6 +55,11 @@ class TrainOptions:
     def __post_init__(self) -> None:
         if not 0.0 < self.holdout_fraction < 1.0:
             raise ValueError(f"holdout fraction must be in (0, 1), not {self.holdout_fraction}")
+        if not 0.0 < self.calibration_fraction < 1.0 - self.holdout_fraction:
+            raise ValueError(
+                f"calibration fraction must be in (0, {1 - self.holdout_fraction:g}), "
+                f"not {self.calibration_fraction}"
+            )
         if self.epochs < 1 or self.target not in TARGET_DEFINITIONS:
             raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
 
@@ -73,15 +84,43 @@ def train_bundle(options: TrainOptions, log: Callable[[str], None] = _print) -> 
     """Run the whole pipeline and write the bundle to `options.output`."""
     started = time.perf_counter()
     dataset = options.source.build(options.target)
-    split = split_links(dataset, options.holdout_fraction, options.seed)
+    split = split_dataset(dataset, options)
     dataset_seconds = time.perf_counter() - started
     log(_dataset_summary(dataset, split, dataset_seconds))
+    return fit_bundle(options, dataset, split, dataset_seconds)
+
+
+def split_dataset(dataset: Dataset, options: TrainOptions) -> LinkSplit:
+    """Training, calibration and held-out links (per simulator family, `split_by_family`)."""
+    return split_by_family(
+        dataset, options.holdout_fraction, options.seed, options.calibration_fraction
+    )
+
+
+def fit_bundle(
+    options: TrainOptions, dataset: Dataset, split: LinkSplit, dataset_seconds: float = 0.0
+) -> TrainResult:
+    """Train on `split.train`, save, calibrate on `split.calibration`, score `split.holdout`."""
     model, scaler, losses, seconds = train_network(options, dataset, split)
     card = build_card(options, dataset, split, losses, seconds)
     directory = save_bundle(options.output, model, scaler, card)
+    add_calibration(directory, dataset, split)
     return TrainResult(
         directory, add_evaluation(directory, dataset, split), dataset_seconds, seconds
     )
+
+
+def add_calibration(directory: Path, dataset: Dataset, split: LinkSplit) -> ModelBundle:
+    """Fit the calibration on the calibration links' rows (numpy serving path), write it into
+    the bundle and its card; return the reloaded, calibrated bundle."""
+    bundle = load_bundle(directory, FEATURE_NAMES)
+    rows = dataset.rows_of(split.calibration)
+    calibration = fit_calibration(predict(bundle, rows.features), rows.utilisation, rows.label)
+    entry = write_calibration(directory, calibration)
+    entry["fitted_on"] = {"links": len(split.calibration), "rows": len(rows)}
+    card = {**bundle.card, "calibration": entry}
+    (directory / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
+    return load_bundle(directory, FEATURE_NAMES)
 
 
 def train_network(
@@ -104,10 +143,12 @@ def fit_scaler(dataset: Dataset, split: LinkSplit) -> MinMaxScaler:
 
 def _dataset_summary(dataset: Dataset, split: LinkSplit, seconds: float) -> str:
     held_rows = int(dataset.rows_of(split.holdout).label.size)
+    calibration_rows = int(dataset.rows_of(split.calibration).label.size)
     return (
-        f"dataset: {len(dataset)} rows ({len(dataset) - held_rows} training, {held_rows} held out),"
-        f" {len(split.train)} training links, {len(split.holdout)} held-out links,"
-        f" built in {seconds:.0f} s"
+        f"dataset: {len(dataset)} rows ({len(dataset) - held_rows - calibration_rows} training,"
+        f" {calibration_rows} calibration, {held_rows} held out), {len(split.train)} training"
+        f" links, {len(split.calibration)} calibration links, {len(split.holdout)} held-out"
+        f" links, built in {seconds:.0f} s"
     )
 
 
@@ -148,9 +189,12 @@ def _data_card(options: TrainOptions, dataset: Dataset, split: LinkSplit) -> dic
     return {
         **dataset.description,
         "holdout_fraction": options.holdout_fraction,
+        "calibration_fraction": options.calibration_fraction,
+        "calibration_links": dataset.names_of(split.calibration),
         "train_links": len(split.train),
         "train_rows": int(dataset.rows_of(split.train).label.size),
         "holdout_rows": int(dataset.rows_of(split.holdout).label.size),
+        "calibration_rows": int(dataset.rows_of(split.calibration).label.size),
         "holdout_links": dataset.names_of(split.holdout),
     }
 
@@ -163,7 +207,8 @@ def add_evaluation(directory: Path, dataset: Dataset, split: LinkSplit) -> dict[
         **bundle.card,
         "evaluation": {
             key: report[key]
-            for key in ("event", "decision_threshold", "rows", "positives", "metrics")
+            for key in ("event", "decision_threshold", "rows", "positives", "metrics", "families")
+            if key in report
         },
     }
     (directory / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")

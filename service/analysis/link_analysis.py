@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.analysis.all_time import compute_all_time_stats
+from service.analysis.calibration import calibrated_estimates
 from service.analysis.cost import compute_cost
 from service.analysis.empirical_filter import apply_empirical_filter
 from service.analysis.features import (
@@ -18,6 +19,7 @@ from service.analysis.features import (
 )
 from service.analysis.predictor import UtilisationPredictor
 from service.analysis.window import window_positions
+from service.config import EmpiricalFilterInput
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import StateView
 
@@ -26,6 +28,8 @@ STALE_AFTER_SECONDS = 300
 #: Links analysed together: a block's dozens of intermediate arrays stay in the CPU cache, so
 #: the time per link does not grow once the whole mesh no longer fits there.
 BLOCK_LINKS = 4096
+_SMOOTHED_DELAY = FEATURE_NAMES.index("delay_mean_smoothed")
+_SMOOTHED_LOSS = FEATURE_NAMES.index("loss_smoothed")
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class LinkAnalysis(ObservedLinks):
     """Per-link results of one pass: the observations plus predicted utilisation and cost."""
 
     utilisation: np.ndarray
+    congestion_probability: np.ndarray
+    utilisation_low: np.ndarray
+    utilisation_high: np.ndarray
     cost: np.ndarray
 
 
@@ -65,28 +72,43 @@ def build_windows(view: StateView) -> LinkWindows:
     )
 
 
-def analyse_links(view: StateView, predictor: UtilisationPredictor | None) -> LinkAnalysis:
-    """Every link analysed block by block, then one predictor call and the cost for all links."""
+def analyse_links(
+    view: StateView,
+    predictor: UtilisationPredictor | None,
+    empirical_filter: EmpiricalFilterInput = "newest-minute",
+) -> LinkAnalysis:
+    """Every link analysed block by block, then one predictor call and the cost for all links.
+
+    `empirical_filter` picks what the delay-and-loss filter reads (`filter_inputs`).
+    """
     starts = range(0, len(view), BLOCK_LINKS) or range(1)  # an empty view is one empty block
-    blocks = [_observe(view.rows(slice(start, start + BLOCK_LINKS))) for start in starts]
+    blocks = [
+        _observe(view.rows(slice(start, start + BLOCK_LINKS)), empirical_filter) for start in starts
+    ]
     observed = _concatenate(blocks)
     utilisation = predict_utilisation(predictor, observed.features, observed.has_features)
+    calibration = None if predictor is None else predictor.calibration
+    probability, low, high = calibrated_estimates(utilisation, calibration)
     excess_delay = observed.delay_mean - observed.all_time.delay_min
     return LinkAnalysis(
         **vars(observed),
         utilisation=utilisation,
+        congestion_probability=probability,
+        utilisation_low=low,
+        utilisation_high=high,
         cost=compute_cost(utilisation, observed.loss, excess_delay, observed.congested),
     )
 
 
-def _observe(view: StateView) -> ObservedLinks:
+def _observe(view: StateView, empirical_filter: EmpiricalFilterInput) -> ObservedLinks:
     windows = build_windows(view)
     # Every occupied slot holds a distinct minute not yet archived, whatever its order.
     all_time = compute_all_time_stats(view.archive, view.series["delay_mean"], view.series["loss"])
     features = compute_features(windows, all_time)
     latest = _latest_delay(view)
     loss = _last_present(windows.loss)
-    verdict = apply_empirical_filter(latest["mean"], loss, all_time.delay_min, all_time.delay_std)
+    delay_in, loss_in = filter_inputs(empirical_filter, latest["mean"], loss, features)
+    verdict = apply_empirical_filter(delay_in, loss_in, all_time.delay_min, all_time.delay_std)
     last_ts = view.latest_minute.astype(np.float64) * 60.0
     present = ~(np.isnan(windows.delay_mean) & np.isnan(windows.loss))
     return ObservedLinks(
@@ -124,6 +146,19 @@ def _concatenate(blocks: list[ObservedLinks]) -> ObservedLinks:
         }
     )
     return ObservedLinks(**joined, all_time=all_time)
+
+
+def filter_inputs(
+    empirical_filter: EmpiricalFilterInput,
+    newest_delay: np.ndarray,
+    newest_loss: np.ndarray,
+    features: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Delay (ms) and loss the filter judges: the newest minute's (nettel's default, so a queue
+    shows a minute after it builds) or, as netTel did, the 15-minute smoothed delay and loss."""
+    if empirical_filter == "netTel":
+        return features[:, _SMOOTHED_DELAY], features[:, _SMOOTHED_LOSS]
+    return newest_delay, newest_loss
 
 
 def predict_utilisation(

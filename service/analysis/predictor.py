@@ -7,6 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
+from service.analysis.calibration import Calibration
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -26,5 +28,10 @@ class UtilisationPredictor(Protocol):
 
     @property
     def feature_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """Maps estimates to congestion probability and interval; None if the model has none."""
+        ...
 
     def predict(self, features: np.ndarray) -> np.ndarray: ...

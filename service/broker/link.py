@@ -13,7 +13,8 @@ over `stomp_transport.BufferedConnection12` (its leaner receive path). `BrokerLi
 
 Log lines (on the user's logger, named by its `label`): "<label> connected" (with the broker's
 `server` header), "<label> connection lost" (warning), "<label> connect failed" (warning, with
-the error's type, its message as `reason` when it has one, and whether TLS was on).
+the error's type, its message or else the broker's ERROR frame's as `reason` when there is
+one, and whether TLS was on).
 
 With `tls` every broker is reached over TLS (ActiveMQ's ``stomp+ssl`` connector, RabbitMQ's
 ``stomp.listeners.ssl``): the broker's certificate must chain to the given CA file (or to the
@@ -77,6 +78,10 @@ class _Watch(stomp.ConnectionListener):
     def __init__(self, link: BrokerLink, connection: BufferedConnection12) -> None:
         self._link = link
         self._connection = connection
+        self.refusal: str | None = None  # the message of the broker's last ERROR frame
+
+    def on_error(self, frame: stomp.utils.Frame) -> None:
+        self.refusal = frame.headers.get("message") or None
 
     def on_disconnected(self) -> None:
         self._link.report_lost(self._connection)
@@ -187,7 +192,8 @@ class BrokerLink:
         connection = BufferedConnection12(
             self._brokers, heartbeats=beats, reconnect_attempts_max=1, vhost=self._access.vhost
         )
-        connection.set_listener("broker-link", _Watch(self, connection))
+        watch = _Watch(self, connection)
+        connection.set_listener("broker-link", watch)
         if self._listener is not None:
             connection.set_listener(self._label, self._listener)
         if self._tls is not None:
@@ -206,7 +212,8 @@ class BrokerLink:
                 self._on_connect(connection)
         except (StompException, OSError) as error:
             _disconnect_quietly(connection)
-            reason = {"reason": str(error)} if str(error) else {}
+            text = str(error) or watch.refusal  # e.g. ActiveMQ: client id already connected
+            reason = {"reason": text} if text else {}
             self._log.warning(
                 f"{self._label} connect failed",
                 extra={"error": type(error).__name__, "tls": self._tls is not None, **reason},

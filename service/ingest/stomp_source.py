@@ -8,7 +8,10 @@ CONNECTED frame), built by `subscription_target`:
 - ``durable`` (default): the broker keeps persistent messages while nettel is away. ActiveMQ:
   ``client-id`` on CONNECT, ``activemq.subscriptionName`` on SUBSCRIBE. RabbitMQ: a named
   durable queue bound to the topic (``durable:true``, ``auto-delete:false``, ``x-queue-name``
-  ``<client-id>.<topic>``). Artemis: ``client-id`` and ``durable-subscription-name``, multicast;
+  ``<client-id>.<topic>``), after taking the exclusive queue ``nettel.client.<client-id>``,
+  which RabbitMQ grants one connection at a time (a second replica with the same client id is
+  refused instead of splitting the feed with the first). Artemis: ``client-id`` and
+  ``durable-subscription-name``, multicast;
 - ``virtual``: ActiveMQ virtual-topic consumer queues ``/queue/Consumer.<client-id>.<topic>``
   (the operator must publish to ``VirtualTopic.*`` topics); other brokers refuse it;
 - ``plain``: ordinary topic subscriptions; whatever is published while disconnected is lost.
@@ -74,13 +77,26 @@ PLAUSIBLE_LAG_SECONDS = 86_400.0
 
 FrameHandler = Callable[[str, bytes, AckToken | None], object]
 
+#: RabbitMQ: the receipt of the client id's lock queue, and how long to wait for it.
+CLIENT_LOCK_RECEIPT = "nettel-client-id-lock"
+CLIENT_LOCK_TIMEOUT = 10.0
+
 
 class _Listener(stomp.ConnectionListener):
     def __init__(self, source: StompSource) -> None:
         self._source = source
+        self.lock_answered = threading.Event()
+        self.refusal: str | None = None  # the message of the broker's last ERROR frame
 
     def on_message(self, frame: stomp.utils.Frame) -> None:
         self._source.deliver(frame.headers, frame.body)
+
+    def on_error(self, frame: stomp.utils.Frame) -> None:
+        self.refusal = frame.headers.get("message") or str(frame.body)[:200]
+
+    def on_receipt(self, frame: stomp.utils.Frame) -> None:
+        if frame.headers.get("receipt-id") == CLIENT_LOCK_RECEIPT:
+            self.lock_answered.set()
 
 
 class StompSource:
@@ -105,10 +121,11 @@ class StompSource:
         self._paused = threading.Event()
         self._last_stamp: tuple[str | None, float] = (None, 0.0)  # last `timestamp`, arrival
         durable = subscription.mode == "durable"
+        self._listener = _Listener(self)
         self._link = BrokerLink(
             access,
             connect_headers={"client-id": subscription.client_id} if durable else None,
-            listener=_Listener(self),
+            listener=self._listener,
             on_connect=self._subscribe,
             max_backoff_seconds=max_backoff_seconds,
             label="broker",
@@ -213,11 +230,32 @@ class StompSource:
                 extra={"server": connection.server},
             )
         targets = [subscription_target(spec, t, n, flavour) for n, t in enumerate(self._topics)]
+        if flavour == "rabbitmq" and spec.mode == "durable":
+            self._lock_client_id(connection, spec.client_id)
         self._generation += 1
         self._cumulative = all(target.ack == "client" for target in targets)
         for number, target in enumerate(targets):
             connection.subscribe(
                 target.destination, id=str(number), ack=target.ack, headers=target.headers
+            )
+
+    def _lock_client_id(self, connection: BufferedConnection12, client_id: str) -> None:
+        """RabbitMQ takes any number of consumers on one durable queue (they would split the
+        feed), so a replica first declares the exclusive queue ``nettel.client.<client-id>``,
+        which the broker grants one connection at a time: another holding it is refused."""
+        listener = self._listener
+        listener.lock_answered.clear()
+        listener.refusal = None
+        lock = f"/queue/nettel.client.{client_id}"
+        headers = {"exclusive": "true", "durable": "false", "auto-delete": "true"}
+        headers["receipt"] = CLIENT_LOCK_RECEIPT
+        connection.subscribe(lock, id="client-id-lock", ack="auto", headers=headers)
+        if not listener.lock_answered.wait(CLIENT_LOCK_TIMEOUT):
+            raise SubscriptionRefused(f"no answer to SUBSCRIBE {lock}")
+        if listener.refusal is not None:
+            raise SubscriptionRefused(
+                f"client id {client_id} is in use by another connection ({listener.refusal}): "
+                "give every replica its own --client-id"
             )
 
 

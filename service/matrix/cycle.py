@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
+from service.config import EmpiricalFilterInput
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.memory import FreeMemoryReleaser
 from service.state.link_state import LinkState
@@ -47,6 +48,7 @@ class MatrixCycle:
         clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
         behind: Callable[[], bool] = lambda: False,
+        empirical_filter: EmpiricalFilterInput = "newest-minute",
     ) -> None:
         """`behind` tells whether ingest is behind now (polled every tick)."""
         self.latest: CostMatrix | None = None
@@ -60,6 +62,7 @@ class MatrixCycle:
         self._release_free_memory = FreeMemoryReleaser()
         self._clock = clock
         self._behind = behind
+        self._empirical_filter: EmpiricalFilterInput = empirical_filter
         self._log = log or logging.getLogger("nettel.cycle")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="matrix-cycle", daemon=True)
@@ -89,7 +92,7 @@ class MatrixCycle:
         view = self._state.view(self._clock())
         self._stored_at_last_cycle = view.stored_total
         predictor = self.predictor
-        analysis = analyse_links(view, predictor)
+        analysis = analyse_links(view, predictor, self._empirical_filter)
         info = predictor.info if predictor is not None else None
         return build_cost_matrix(view, analysis, info, view.taken_at, previous)
 

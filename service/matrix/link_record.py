@@ -35,6 +35,17 @@ class LinkOut(BaseModel):
     congested: bool
     utilisation: float | None = Field(description="predicted utilisation ratio; null without model")
     utilisation_reason: str | None = None
+    congestion_probability: float | None = Field(
+        None,
+        description="calibrated P(utilisation > 0.7); null without an estimate or without a "
+        "calibrated model",
+    )
+    utilisation_low: float | None = Field(
+        None, description="lower end of the model's conformal interval for `utilisation`"
+    )
+    utilisation_high: float | None = Field(
+        None, description="upper end of the interval (the model card gives its coverage)"
+    )
     delay_ms: DelayStats
     packet_loss: float | None
     samples: int = Field(description="minutes with data in the 32-minute buffer")

@@ -91,6 +91,9 @@ _DIGITS = {
     "cost": 4,
     "empirical": 6,
     "utilisation": 4,
+    "probability": 6,  # within 1e-6 of what `nettel evaluate` computes
+    "low": 4,
+    "high": 4,
     "mean": 4,
     "median": 4,
     "std": 4,
@@ -134,6 +137,9 @@ def _columns(a: LinkAnalysis) -> dict[str, np.ndarray]:
         "cost": a.cost,
         "empirical": a.empirical,
         "utilisation": a.utilisation,
+        "probability": a.congestion_probability,
+        "low": a.utilisation_low,
+        "high": a.utilisation_high,
         "mean": a.delay_mean,
         "median": a.delay_median,
         "std": a.delay_std,
@@ -203,7 +209,8 @@ def _records(
     )
     values = zip(
         *(list(map(name.__getitem__, rows)) for name in names),
-        c["cost"], c["empirical"], c["congested"], c["utilisation"], reasons, delays,
+        c["cost"], c["empirical"], c["congested"], c["utilisation"], reasons,
+        c["probability"], c["low"], c["high"], delays,
         c["loss"], c["samples"], c["last"], c["stale"], c["clock"], strict=True,
     )  # fmt: skip
     return [dict(zip(HOST_RECORD_KEYS, record, strict=False)) for record in values]

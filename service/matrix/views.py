@@ -1,7 +1,8 @@
 """Query views of a cost matrix: site aggregation, dense layout (filters: CostMatrix.select).
 
 Site level groups every host pair by (source site, destination site), a host without a site
-standing for itself. Per group: `cost`, `utilisation`, `empirical`, delay mean/median/std and
+standing for itself. Per group: `cost`, `utilisation` (and its congestion probability and
+interval ends), `empirical`, delay mean/median/std and
 `packet_loss` are means over the host pairs with a value; `delay_ms.min` is the minimum and
 `delay_ms.p95` the maximum; `congested`, `clock_suspect` are true if any pair is; `stale` only if
 all are; `samples` is the sum and `last_measurement` the latest; `links` counts the host pairs.
@@ -58,6 +59,9 @@ def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord
         "empirical": mean_of(m["empirical"] for m in members),
         "congested": any(m["congested"] for m in members),
         "utilisation": mean_of(m["utilisation"] for m in members),
+        "congestion_probability": mean_of(m["congestion_probability"] for m in members),
+        "utilisation_low": mean_of(m["utilisation_low"] for m in members),
+        "utilisation_high": mean_of(m["utilisation_high"] for m in members),
         "delay_ms": {
             "mean": mean_of(d["mean"] for d in delays),
             "median": mean_of(d["median"] for d in delays),

@@ -98,5 +98,8 @@ def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
     if not settings.publish_telemetry:
         return None
     return TelemetryPublisher(
-        broker_access(settings), settings.telemetry_topic, min_interval=settings.interval
+        broker_access(settings),
+        settings.telemetry_topic,
+        min_interval=settings.interval,
+        publishes=runtime.publishes_telemetry,
     )

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from service.build_info import package_version
 from service.errors import RejectReason
 from service.ingest.archive_backfill import BackfillReport, DatapointOutcome, LinkOutcome
+from service.ingest.warm_start import WarmOutcome
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
@@ -77,6 +78,7 @@ class RuntimeCollector(Collector):
             "nettel_pscheduler_runs", "pScheduler runs taken in, by outcome.", "outcome", runs
         )
         yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
+        yield from _state_lifecycle(runtime)
         yield GaugeMetricFamily(
             "nettel_links_unmapped",
             "Links with an end that no site of --topology matches (all links without one).",
@@ -108,6 +110,7 @@ class RuntimeCollector(Collector):
             "Time without a broker connection since start.",
             value=runtime.source.disconnected_seconds(),
         )
+        yield from _high_availability(runtime)
         yield from self._freshness(last_message)
         yield from self._persistence()
         yield from _backfill(backfill)
@@ -192,6 +195,38 @@ class RuntimeCollector(Collector):
         for source, destination, cost in self._costliest(matrix):
             family.add_metric([source, destination], cost)
         return family
+
+
+def _high_availability(runtime: Runtime) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    election = runtime.election
+    publishes = runtime.settings.publish_telemetry and runtime.publishes_telemetry()
+    yield GaugeMetricFamily(
+        "nettel_ha_leader",
+        "1 while this instance is its --ha-group's telemetry publisher (without a group: 1 "
+        "when it publishes telemetry at all).",
+        value=1.0 if publishes else 0.0,
+    )
+    yield CounterMetricFamily(
+        "nettel_ha_transitions",
+        "Role changes (standby, acquiring, leader) in this replica's --ha-group election.",
+        value=0 if election is None else election.transitions,
+    )
+
+
+def _state_lifecycle(runtime: Runtime) -> Iterator[CounterMetricFamily]:
+    """Links retired for --retire-after, and how --warm-from ended (zeros without it)."""
+    yield CounterMetricFamily(
+        "nettel_links_retired",
+        "Links removed from state after --retire-after without a datapoint.",
+        value=runtime.state.retired_total,
+    )
+    outcomes = {outcome.value: int(outcome is runtime.warm_outcome) for outcome in WarmOutcome}
+    yield _labelled_counter(
+        "nettel_warm_start",
+        "Warm starts from --warm-from at start, by outcome (loaded, or why not).",
+        "outcome",
+        outcomes,
+    )
 
 
 def _backfill(report: BackfillReport) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

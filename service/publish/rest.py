@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import orjson
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
@@ -30,6 +31,8 @@ from service.publish.schemas import (
     ModelOut,
     ReadinessOut,
 )
+from service.state.snapshot_codec import MEDIA_TYPE as STATE_MEDIA_TYPE
+from service.state.snapshot_codec import encode_state_parts
 
 JSON = "application/json"
 #: Selections up to this many links are answered on the event loop (well under a millisecond,
@@ -100,6 +103,30 @@ def reload_model(
     return Response(orjson.dumps(vars(info)), media_type=JSON)
 
 
+@router.get(
+    "/admin/state",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "the state snapshot: magic, format version, SHA-256, numpy .npz "
+            "(what --warm-from loads), streamed with its Content-Length",
+            "content": {STATE_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        },
+        401: {"description": "missing or wrong bearer token"},
+        404: {"description": "admin endpoints disabled (no token configured)"},
+    },
+)
+async def admin_state(
+    runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
+) -> Response:
+    """This instance's link state in the snapshot format, for a replica's --warm-from (bearer
+    token from NETTEL_ADMIN_TOKEN)."""
+    require_token(runtime.settings.admin_bearer_token(), authorization)
+    encoded = await run_in_threadpool(encode_state_parts, runtime.state)
+    headers = {"Content-Length": str(encoded.size), "Cache-Control": "no-store"}
+    return StreamingResponse(encoded.chunks(), media_type=STATE_MEDIA_TYPE, headers=headers)
+
+
 @router.get("/healthz")
 def healthz() -> dict[str, str]:
     """The process is alive."""
@@ -108,9 +135,13 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=ReadinessOut, responses={503: {"model": ReadinessOut}})
 def readyz(runtime: RuntimeDep) -> Response:
-    """Connected to a broker and at least one matrix computed (503 otherwise)."""
+    """Connected to a broker and at least one matrix computed (503 otherwise); with --ha-group
+    also this replica's role in the telemetry publisher's election."""
     ready, problems = runtime.ready()
-    body = orjson.dumps({"ready": ready, "problems": problems})
+    readiness: dict[str, object] = {"ready": ready, "problems": problems}
+    if (election := runtime.election) is not None:
+        readiness["ha"] = {"group": election.group, "role": election.role.value}
+    body = orjson.dumps(readiness)
     return Response(body, status_code=200 if ready else 503, media_type=JSON)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from service.matrix.link_record import LinkOut
@@ -46,6 +48,15 @@ class LinkDetailOut(BaseModel):
     features: dict[str, float | None]
 
 
+class HighAvailabilityOut(BaseModel):
+    group: str = Field(description="the --ha-group")
+    role: Literal["standby", "acquiring", "leader"] = Field(
+        description="leader: this replica publishes telemetry; acquiring: it will after the "
+        "lease timeout; standby: another replica (or none) does"
+    )
+
+
 class ReadinessOut(BaseModel):
     ready: bool
     problems: list[str]
+    ha: HighAvailabilityOut | None = Field(None, description="absent without --ha-group")

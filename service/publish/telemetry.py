@@ -17,6 +17,11 @@ own `broker.link.BrokerLink` (which connects, watches heart-beats and reconnects
 backoff). A batch leaves the queue once sent; one whose sending fails is sent again, whole, once
 the link has reconnected. The queue holds `max_batches` cycles; when the broker is slower than
 that, the oldest batch is dropped with a log line.
+
+With `publishes` (an --ha-group replica's election) links are published only while it says
+so: a standby forgets what it published, so the first matrix after taking over goes out whole
+(each link's current minute, which the previous publisher may have sent too), and batches
+queued before a step-down are dropped.
 """
 
 from __future__ import annotations
@@ -157,10 +162,12 @@ class TelemetryPublisher:
         max_batches: int = 8,
         max_backoff_seconds: float = 30.0,
         min_interval: float = 0.0,
+        publishes: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
         log: logging.Logger | None = None,
     ) -> None:
         self._min_interval = min_interval
+        self._publishes = publishes
         self._clock = clock
         self._published: CostMatrix | None = None
         self._published_at = -float("inf")
@@ -179,6 +186,9 @@ class TelemetryPublisher:
 
     def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
         """Matrix observer (cycle thread): queue the links changed since the last publication."""
+        if not self._publishes():  # standby: a takeover starts from the whole matrix
+            self._published, self._published_at = None, -float("inf")
+            return
         now = self._clock()
         if now - self._published_at < self._min_interval:
             return
@@ -201,6 +211,9 @@ class TelemetryPublisher:
         while not self._stop.is_set():
             batch = self._queue.peek(timeout=0.5)
             if batch is None:
+                continue
+            if not self._publishes():  # stepped down since it was queued
+                self._queue.done(batch)
                 continue
             connection = self._link.wait_connected(timeout=0.5)
             if connection is not None and self._send(connection, batch):

@@ -100,6 +100,7 @@ class LinkBuffers:
         """Archive `points` oldest minute first, one value per row at a time, as the window
         stores them (float32), as eviction from the window would."""
         points = points.take(np.argsort(points.minutes, kind="stable"))
+        np.maximum.at(self.latest_minute, points.rows, points.minutes.astype(np.int32))
         for quantity, chosen, values in (
             ("delay", ~points.is_loss, points.mean),
             ("loss", points.is_loss, points.loss),
@@ -133,6 +134,22 @@ class LinkBuffers:
         rows, minutes = rows[suspect], minutes[suspect]
         self.clock_suspect_minute[rows] = np.maximum(self.clock_suspect_minute[rows], minutes)
         return fits
+
+    def keep_rows(self, keep: np.ndarray, n: int) -> None:
+        """Move rows `keep` (ascending, below `n`) to the front in their order and empty rows
+        `len(keep)` to `n`, which new links then reuse: one fancy-indexed copy per array."""
+        kept = len(keep)
+        for array, fill in self._columns():
+            array[:kept] = array[keep]
+            array[kept:n] = fill
+
+    def _columns(self) -> list[tuple[np.ndarray, float]]:
+        """Every per-row array with the value of an empty row."""
+        columns: list[tuple[np.ndarray, float]] = [(self.slot_minute, -1)]
+        columns += [(values, np.nan) for values in self.series.values()]
+        columns += [(v, np.inf if k == "delay_min" else 0.0) for k, v in self.archive.items()]
+        columns += [(self.latest_delay_minute, -1), (self.latest_p95, np.nan)]
+        return columns + [(self.latest_minute, -1), (self.clock_suspect_minute, -1)]
 
     def nbytes_per_link(self) -> int:
         arrays = [self.slot_minute, *self.series.values(), *self.archive.values()]

@@ -8,13 +8,15 @@ address the run carries (an IP literal, or DNS when enabled); an end still unres
 by its lower-cased host name, prefixed `ipv4:`/`ipv6:` when the run fixes the IP version (so a
 dual-stack mesh's two links stay apart). When such an end resolves later (the bus reports the
 link, or a run comes after the bus revealed the host), its row is re-keyed: the same directed
-link keeps one row whichever source reported it first. Rows are never reused or reordered.
+link keeps one row whichever source reported it first. Rows keep their order; only retirement
+(`keep_rows`) removes rows, moving the later ones up, and new links take the rows after them.
 
 Each row's ends have sites from the topology; a new topology re-maps every row (`set_topology`).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,13 +26,22 @@ from service.parse.records import LinkEndpoints, NamedEndpoints
 from service.state.topology import Topology, host_key
 
 Key = tuple[str, str]
+#: The per-row lists of `LinkIndex`.
+_ROW_COLUMNS = (
+    "sources",
+    "destinations",
+    "source_hosts",
+    "destination_hosts",
+    "source_sites",
+    "destination_sites",
+)
 #: (host name, IP or identity) -> site, e.g. `Topology.site_of`.
 SiteOf = Callable[[str, str], str | None]
 
 
 @dataclass
 class LinkIndex:
-    """Assigns each new directed link the next row; rows are never reused or reordered."""
+    """Assigns each new directed link the next row; retired rows close up (`keep_rows`)."""
 
     topology: Topology = field(default_factory=Topology)
     rows: dict[Key, int] = field(default_factory=dict)
@@ -94,6 +105,22 @@ class LinkIndex:
             self.names_version += 1
         return row
 
+    def keep_rows(self, keep: list[int]) -> None:
+        """Keep only rows `keep` (ascending), renumbered 0, 1, ... in their order; host
+        addresses that no kept row has any more are forgotten (a returning host is learnt anew)."""
+        for name in _ROW_COLUMNS:
+            values = getattr(self, name)
+            setattr(self, name, [values[row] for row in keep])
+        keys = zip(self.sources, self.destinations, strict=True)
+        self.rows = {key: row for row, key in enumerate(keys)}
+        pairs = zip(self.source_sites, self.destination_sites, strict=True)
+        self.unmapped = sum(source is None or destination is None for source, destination in pairs)
+        addresses = {*self.sources, *self.destinations}
+        self.ip_by_host = {h: ip for h, ip in self.ip_by_host.items() if ip in addresses}
+        known = self.ip_by_host_version.items()
+        self.ip_by_host_version = {key: ip for key, ip in known if ip in addresses}
+        self.names_version += 1
+
     def find_by_name(self, source: str, destination: str) -> int | None:
         """Row of the link between two endpoints, each given by IP or host name."""
         for version in (0, 6, 4):  # an end still keyed by name may carry its IP version
@@ -103,16 +130,34 @@ class LinkIndex:
         return None
 
     def add_restored(
-        self, source: str, destination: str, source_host: str, destination_host: str, row: int
+        self,
+        sources: list[str],
+        destinations: list[str],
+        source_hosts: list[str],
+        destination_hosts: list[str],
     ) -> None:
-        """Re-add a link from a snapshot; rows must come in order 0, 1, 2, ...
+        """Re-add a snapshot's links, in row order, after the existing rows.
 
         Rows with both addresses teach host addresses again; rows keyed by a host name do not.
+        Each distinct end's site and address check are worked out once: 100,000 links have a
+        few hundred hosts.
         """
-        if row != len(self.sources):
-            raise ValueError(f"restored row {row} out of order")
-        resolved = canonical_ip(source) is not None and canonical_ip(destination) is not None
-        self._append((source, destination), source_host, destination_host, learn=resolved)
+        site_of = functools.cache(self.topology.site_of)
+        is_ip = functools.cache(lambda text: canonical_ip(text) is not None)
+        links = zip(sources, destinations, source_hosts, destination_hosts, strict=True)
+        for link in links:
+            source, destination, source_host, destination_host = map(sys.intern, link)
+            self.rows[(source, destination)] = len(self.sources)
+            self.sources.append(source)
+            self.destinations.append(destination)
+            self.source_hosts.append(source_host)
+            self.destination_hosts.append(destination_host)
+            self.source_sites.append(site := site_of(source_host, source))
+            self.destination_sites.append(other := site_of(destination_host, destination))
+            self.unmapped += site is None or other is None
+            if is_ip(source) and is_ip(destination):
+                self._learn(source_host, source)
+                self._learn(destination_host, destination)
 
     def _row_for_named(self, link: NamedEndpoints) -> int:
         source = self._resolve(link.source_host, link.source, link.ip_version)

@@ -92,6 +92,8 @@ class LinkState:
         self.buffers = LinkBuffers(capacity)
         #: Datapoints stored since start; a reader compares it with a view's to see new data.
         self.stored_total = 0
+        #: Links removed by `retire_idle` since start.
+        self.retired_total = 0
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -156,6 +158,29 @@ class LinkState:
             stored, archived = self.buffers.write(points), np.zeros(len(message_of), dtype=bool)
         _count_stored(outcomes, message_of, stored, archived)
         return outcomes
+
+    def adopt(self, other: LinkState) -> None:
+        """Take `other`'s links in place of this state's (e.g. a peer's for a warm start), so
+        that everything holding this state sees them; counters since start carry on."""
+        with self._lock:
+            other.index.names_version = self.index.names_version + 1  # every record is rebuilt
+            self.index, self.buffers = other.index, other.buffers
+
+    def retire_idle(self, cutoff: float) -> int:
+        """Remove every link whose newest datapoint's minute began before `cutoff` (epoch s):
+        its row, history and all-time statistics go, later rows move up and new links reuse the
+        freed rows, so a link that comes back starts afresh. Returns how many were removed."""
+        with self._lock:
+            n = len(self.index)
+            idle = self.buffers.latest_minute[:n].astype(np.int64) * 60 < cutoff
+            if not idle.any():
+                return 0
+            keep = np.flatnonzero(~idle)
+            self.buffers.keep_rows(keep, n)
+            self.index.keep_rows(keep.tolist())
+            retired = n - len(keep)
+            self.retired_total += retired
+            return retired
 
     def view(self, now: float, rows: list[int] | None = None) -> StateView:
         """Copy of all links' state (or of `rows` only) for analysis outside the lock."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,9 @@ from service.state.topology import Topology
 
 FORMAT_VERSION = 1
 MAGIC = b"NETTEL\x00\x01"
+#: The media type of snapshot bytes on the wire (GET /admin/state).
+MEDIA_TYPE = "application/vnd.nettel.state-snapshot"
+CHUNK_BYTES = 1 << 20
 _PER_LINK = ("latest_delay_minute", "latest_p95", "latest_minute", "clock_suspect_minute")
 
 
@@ -29,8 +34,33 @@ class SnapshotFormatError(ValueError):
     """The bytes are not a snapshot this version can restore (corrupt, truncated, other format)."""
 
 
+@dataclass(frozen=True)
+class EncodedState:
+    """Snapshot bytes as their header (magic, checksum) and payload, kept apart so that sending
+    them never joins a second copy of the whole."""
+
+    header: bytes
+    payload: memoryview
+
+    @property
+    def size(self) -> int:
+        return len(self.header) + len(self.payload)
+
+    def chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The bytes in order, in pieces of at most `chunk_bytes` after the header."""
+        yield self.header
+        for start in range(0, len(self.payload), chunk_bytes):
+            yield bytes(self.payload[start : start + chunk_bytes])
+
+
 def encode_state(state: LinkState) -> bytes:
     """The state as snapshot bytes, as it is at one moment (the state is held still meanwhile)."""
+    encoded = encode_state_parts(state)
+    return b"".join((encoded.header, encoded.payload))
+
+
+def encode_state_parts(state: LinkState) -> EncodedState:
+    """`encode_state` without joining header and payload (one copy of the payload in memory)."""
     with state.frozen():
         n = len(state)
         b = state.buffers
@@ -41,16 +71,17 @@ def encode_state(state: LinkState) -> bytes:
         arrays["index"] = np.frombuffer(orjson.dumps(_index_document(state)), dtype=np.uint8)
         payload = io.BytesIO()
         np.savez(payload, allow_pickle=False, **arrays)  # numbers only, read back without pickle
-    body = payload.getvalue()
-    return MAGIC + hashlib.sha256(body).digest() + body
+    body = payload.getbuffer()
+    return EncodedState(MAGIC + hashlib.sha256(body).digest(), body)
 
 
-def decode_state(data: bytes, topology: Topology) -> LinkState:
+def decode_state(data: bytes | bytearray, topology: Topology) -> LinkState:
     """Rebuild a LinkState from snapshot bytes; SnapshotFormatError when they cannot be trusted."""
-    if data[:8] != MAGIC:
+    view = memoryview(data)  # slices without copies
+    if view[:8] != MAGIC:
         raise SnapshotFormatError("not a nettel state snapshot of format version 1")
-    body = data[40:]
-    if hashlib.sha256(body).digest() != data[8:40]:
+    body = view[40:]
+    if hashlib.sha256(body).digest() != view[8:40]:
         raise SnapshotFormatError("checksum mismatch (corrupt or truncated)")
     try:
         with np.load(io.BytesIO(body), allow_pickle=False) as archive:
@@ -76,10 +107,7 @@ def _restore(arrays: dict[str, np.ndarray], topology: Topology) -> LinkState:
     sources, destinations, source_hosts, destination_hosts = index["links"]
     state = LinkState(topology, capacity=max(len(sources), 1))
     _fill_buffers(state.buffers, arrays, len(sources))
-    for row, link in enumerate(
-        zip(sources, destinations, source_hosts, destination_hosts, strict=True)
-    ):
-        state.index.add_restored(*link, row=row)
+    state.index.add_restored(sources, destinations, source_hosts, destination_hosts)
     return state
 
 

@@ -26,6 +26,7 @@ class FakePredictor:
     """Utilisation = smoothed delay / 100; records every call."""
 
     info = ModelInfo(name="fake", version="1", sha256="0" * 64, created="2024-01-01")
+    calibration = None
 
     def __init__(self, feature_names: tuple[str, ...] = FEATURE_NAMES) -> None:
         self.feature_names = feature_names
@@ -169,3 +170,24 @@ def test_analysis_in_blocks_equals_analysis_in_one_piece(monkeypatch: pytest.Mon
         else:
             np.testing.assert_array_equal(getattr(blocked, name), getattr(whole, name))
     assert len(blocked.cost) == 3
+
+
+def test_nettel_filter_judges_the_smoothed_minute_where_the_default_judges_the_newest() -> None:
+    """A 30 ms spike after 31 flat minutes at 10 ms: all-time min 10, std ~3.5 ms. The newest
+    minute (30 ms) is above min + std; its 15-minute average (14 x 10 + 30) / 15 is not."""
+    state = two_link_state()
+    spike = link("192.0.2.4", "198.51.100.1", "spike.a", "full.b")
+    feed(state, spike, range(N - 31, N + 1), lambda m: 30.0 if m == N else 10.0)
+    view = state.view(NOW)
+    newest = analyse_links(view, None)
+    smoothed = analyse_links(view, None, empirical_filter="netTel")
+    assert newest.congested.tolist() == [True, False, True]
+    assert smoothed.congested.tolist() == [True, False, False]
+    # FULL ramps 10..41 ms at loss 0.01: newest minute 41 ms, smoothed 27..41 -> 34 ms.
+    assert newest.empirical[0] == pytest.approx(0.01 * 41, rel=1e-6)
+    assert smoothed.empirical[0] == pytest.approx(0.01 * 34, rel=1e-6)
+    assert newest.empirical[2] == pytest.approx(0.01 * 30, rel=1e-6)
+    assert smoothed.empirical[2] == 0.0
+    # Only the filter's input changes: the reported newest delay and loss are the same.
+    assert smoothed.delay_mean.tolist() == newest.delay_mean.tolist()
+    assert smoothed.loss.tolist() == newest.loss.tolist()

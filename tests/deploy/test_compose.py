@@ -17,13 +17,23 @@ from tests.deploy.support import REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
-SERVICES = {"activemq", "nettel", "simulator", "prometheus", "grafana"}
+SERVICES = {"activemq", "nettel", "simulator", "prometheus", "grafana", "nettel-b", "haproxy"}
+#: The second replica and HAProxy in front of both: `docker compose --profile ha up`.
+HA_PROFILE = {"nettel-b", "haproxy"}
+HAPROXY_CONFIG = "/usr/local/etc/haproxy/haproxy.cfg"
 PINNED_IMAGES = {
     "activemq": r"apache/activemq-classic:\d+\.\d+\.\d+",
+    "haproxy": r"haproxy:2\.6\.\d+",  # Debian 12's series, which the tests run
     "prometheus": r"prom/prometheus:v\d+\.\d+\.\d+",
     "grafana": r"grafana/grafana(-oss)?:\d+\.\d+\.\d+",
 }
-PUBLISHED = {"activemq": 61613, "nettel": 8080, "prometheus": 9090, "grafana": 3000}
+PUBLISHED = {
+    "activemq": 61613,
+    "nettel": 8080,
+    "prometheus": 9090,
+    "grafana": 3000,
+    "haproxy": 8080,
+}
 NAMED_VOLUMES = {
     "activemq": "activemq-data",
     "prometheus": "prometheus-data",
@@ -230,3 +240,39 @@ def test_grafana_provisioning_is_mounted(services: dict[str, dict[str, Any]]) ->
     [source] = yaml.safe_load(sources.read_text())["datasources"]
     host, _, port = source["url"].removeprefix("http://").partition(":")
     assert host in services and int(port) == PUBLISHED[host]
+
+
+# ---- replicas behind HAProxy (profile ha) ----------------------------------------------------
+
+
+def test_ha_profile_holds_the_second_replica_and_haproxy_only(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    profiled = {name for name, service in services.items() if "ha" in service.get("profiles", [])}
+    assert profiled == HA_PROFILE
+    assert services["nettel-b"]["build"] == services["nettel"]["build"]
+
+
+def test_replicas_have_their_own_client_ids_in_one_group(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    replicas = [environment(services[name]) for name in ("nettel", "nettel-b")]
+    assert replicas[0]["NETTEL_CLIENT_ID"] != replicas[1]["NETTEL_CLIENT_ID"]
+    assert replicas[0]["NETTEL_HA_GROUP"] == replicas[1]["NETTEL_HA_GROUP"] == "demo"
+    for name in ("NETTEL_BROKERS", "NETTEL_LISTEN"):
+        assert replicas[0][name] == replicas[1][name]
+
+
+def test_haproxy_balances_over_both_replicas_on_their_listen_port(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    haproxy = services["haproxy"]
+    config = host_path(haproxy, HAPROXY_CONFIG)
+    assert config == REPO_ROOT / "deploy" / "haproxy" / "haproxy.cfg"
+    servers = re.findall(r"^\s+server \S+ (\S+):(\d+) check$", config.read_text(), re.M)
+    assert {host for host, _ in servers} == {"nettel", "nettel-b"}
+    for host, port in servers:
+        assert environment(services[host])["NETTEL_LISTEN"].endswith(f":{port}")
+        assert haproxy["depends_on"][host]["condition"] == "service_healthy"
+    [frontend] = re.findall(r"^\s+bind :(\d+)$", config.read_text(), re.M)
+    assert int(frontend) == PUBLISHED["haproxy"]

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.config import LOSS_TOPIC, Settings
 from service.errors import RejectReason
 from service.ingest.archive_backfill import DatapointOutcome, LinkOutcome
+from service.ingest.warm_start import WarmOutcome
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
@@ -211,6 +212,7 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
         "nettel_backfill_datapoints_total": {"outcome": DatapointOutcome.WINDOW.value},
         "nettel_pscheduler_runs_total": {"outcome": RunOutcome.APPLIED.value},
         "nettel_topology_refreshes_total": {"outcome": "ok"},
+        "nettel_warm_start_total": {"outcome": WarmOutcome.LOADED.value},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_inference_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_link_cost": {

@@ -67,6 +67,8 @@ def test_shipped_model_fills_utilisation_and_model_identity(activemq, nettel_ser
     assert matrix["model"]["sha256"] == card["sha256"]
     link = matrix["links"][0]
     assert 0.0 <= link["utilisation"] <= 1.0 and link["utilisation_reason"] is None
+    assert 0.0 <= link["congestion_probability"] <= 1.0  # the shipped bundle is calibrated
+    assert link["utilisation_low"] <= link["utilisation"] <= link["utilisation_high"]
     assert f'sha256="{card["sha256"]}"' in httpx.get(f"{service.url}/metrics").text
     assert metric_value(service.url, "nettel_links_predicted") >= 1
     assert httpx.post(f"{service.url}/admin/reload-model").status_code == 404  # no token set

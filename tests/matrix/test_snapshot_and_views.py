@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
+from service.analysis.calibration import Calibration
 from service.analysis.features import FEATURE_NAMES
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import ModelInfo
@@ -41,6 +42,9 @@ RECORD_KEYS = {
     "congested",
     "utilisation",
     "utilisation_reason",
+    "congestion_probability",
+    "utilisation_low",
+    "utilisation_high",
     "delay_ms",
     "packet_loss",
     "samples",
@@ -53,6 +57,14 @@ RECORD_KEYS = {
 class FakePredictor:
     info = MODEL
     feature_names = FEATURE_NAMES
+    #: P = 0.4 x below 0.5; interval +-0.1 below 0.5, +-0.3 above
+    calibration = Calibration(
+        np.array([0.0, 0.5, 1.0]),
+        np.array([0.0, 0.2, 1.0]),
+        np.array([0.0, 0.5, 1.0]),
+        np.array([0.1, 0.3]),
+        0.9,
+    )
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         return rows[:, 0] / 100
@@ -110,6 +122,9 @@ def test_record_values_of_the_full_link() -> None:
         "congested": True,
         "utilisation": 0.34,
         "utilisation_reason": None,
+        "congestion_probability": 0.136,
+        "utilisation_low": 0.24,
+        "utilisation_high": 0.44,
         "delay_ms": {"mean": 41.0, "median": 41.0, "std": 0.0, "min": 41.0, "p95": 41.0},
         "packet_loss": 0.02,
         "samples": 32,
@@ -198,6 +213,9 @@ def record(
         "congested": False,
         "utilisation": None,
         "utilisation_reason": "no_model",
+        "congestion_probability": None,
+        "utilisation_low": None,
+        "utilisation_high": None,
         "delay_ms": {"mean": None, "median": None, "std": None, "min": None, "p95": None, **delay},
         "packet_loss": None,
         "samples": 0,
@@ -219,6 +237,9 @@ LINKS = [
         cost=0.2,
         empirical=0.0,
         utilisation=0.1,
+        congestion_probability=0.02,
+        utilisation_low=0.0,
+        utilisation_high=0.15,
         packet_loss=0.0,
         samples=32,
         last_measurement=1000,
@@ -305,6 +326,9 @@ def test_aggregate_sites() -> None:
         "empirical": 0.75,
         "congested": True,
         "utilisation": 0.1,
+        "congestion_probability": 0.02,  # means over the pairs with a value
+        "utilisation_low": 0.0,
+        "utilisation_high": 0.15,
         "delay_ms": {"mean": 20.0, "median": 18.5, "std": 2.5, "min": 7.5, "p95": 40.0},
         "packet_loss": 0.025,
         "samples": 52,

@@ -64,6 +64,7 @@ def test_wheel_holds_the_serving_packages(wheel_names: list[str]) -> None:
         "models/bundle/model.keras",
         "models/bundle/scaler.json",
         "models/bundle/model_card.json",
+        "models/bundle/calibration.json",
     ):
         assert name in wheel_names, f"{name} missing from the wheel"
 

@@ -77,9 +77,11 @@ def test_the_card_says_the_data_was_simulated_and_names_the_held_out_links(
     data = result.card["training_data"]
     assert data["kind"] == "simulated" and "SIMULATED" in data["note"]
     assert (data["sites"], data["days"], data["seed"], data["links"]) == (4, 0.1, 2, 12)
-    assert data["train_links"] + len(data["holdout_links"]) == 12
+    assert data["train_links"] + len(data["holdout_links"]) + len(data["calibration_links"]) == 12
     assert all("->" in name for name in data["holdout_links"])
-    assert data["train_rows"] + data["holdout_rows"] == data["rows"]
+    assert not set(data["holdout_links"]) & set(data["calibration_links"])
+    assert data["train_rows"] + data["holdout_rows"] + data["calibration_rows"] == data["rows"]
+    assert result.card["calibration"]["fitted_on"]["rows"] == data["calibration_rows"]
 
 
 def test_the_card_carries_held_out_metrics_for_model_and_baselines(result: TrainResult) -> None:

@@ -1,0 +1,167 @@
+"""Dataset build speed and memory: `nettel dataset --engine spark` (local mode) vs in memory.
+
+    python -m benchmarks.spark_dataset [--sites 12] [--days 0.25] [--scales 1,2,4]
+                                       [--cores 2] [--output out/spark_dataset]
+
+Input: a simulated mesh (`training.simulator`) written as a bus capture (one histogram-owdelay
+and one packet-loss-rate message per link and minute, `training.bus_format`) and one flow file
+per link for the router map, `scale` x `days` long, under `--output` (git-ignored `out/`).
+Each engine runs as its own `python -m service dataset` process; its wall time and the peak of
+the summed RSS of its process tree (driver, JVM, Python workers), sampled every 0.2 s, are
+reported with rows per second, for every scale. The Spark runs use `local[<cores>]`, shuffle
+partitions = cores and the job's default group size. Prints a table and writes report.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.proc import children_of, memory_of
+from training.bus_format import build_delay_message, build_loss_message
+from training.dataset import DEFAULT_START_MINUTE, MINUTES_PER_DAY, WARMUP_MINUTES
+from training.simulator import Mesh, build_mesh, simulate_histograms, simulate_utilisation
+
+SEED = 0
+SAMPLE_SECONDS = 0.2
+
+
+def write_input(directory: Path, sites: int, days: float) -> int:
+    """A bus capture and router map of `days` of a `sites`-site mesh; returns the messages."""
+    mesh = build_mesh(sites, SEED)
+    first = DEFAULT_START_MINUTE - WARMUP_MINUTES
+    minutes = WARMUP_MINUTES + round(days * MINUTES_PER_DAY)
+    utilisation = simulate_utilisation(mesh, first - 1, minutes + 1, SEED)
+    capture = directory / "perfsonar"
+    capture.mkdir(parents=True, exist_ok=True)
+    messages = 0
+    with (capture / "capture.jsonl").open("w") as out:
+        for measured in simulate_histograms(mesh, utilisation[:, 1:], first, SEED):
+            ts = measured.timestamp
+            for link in range(mesh.n_links):
+                delay = build_delay_message(mesh, link, {ts: measured.histogram(link)})
+                loss = build_loss_message(mesh, link, {ts: float(measured.loss[link])})
+                for headers, body in (delay, loss):
+                    out.write(json.dumps({"headers": headers, "body": body}) + "\n")
+                    messages += 1
+    write_router_map(directory, mesh, utilisation, first)
+    return messages
+
+
+def write_router_map(directory: Path, mesh: Mesh, utilisation: np.ndarray, first: int) -> None:
+    """One LHCOPN flow file per link, holding its simulated utilisation of each minute."""
+    links = []
+    flows = directory / "flows"
+    flows.mkdir(exist_ok=True)
+    ips = mesh.host_ips
+    pairs = zip(mesh.source.tolist(), mesh.destination.tolist(), strict=True)
+    for link, (source, destination) in enumerate(pairs):
+        lines = [
+            json.dumps(
+                {
+                    "data": {
+                        "src_site": "A",
+                        "dst_site": "B",
+                        "timestamp": (first - 1 + k) * 60,
+                        "throughput": float(value) * 10e9,
+                    }
+                }
+            )
+            for k, value in enumerate(utilisation[link])
+        ]
+        (flows / f"{link}.jsonl").write_text("\n".join(lines) + "\n")
+        links.append(
+            {"source": ips[source], "destination": ips[destination], "file": f"flows/{link}.jsonl"}
+            | {"format": "lhcopn_flows", "series": "A->B", "capacity_bps": 10e9}
+        )
+    (directory / "map.json").write_text(json.dumps({"links": links}))
+
+
+def run_engine(engine: str, directory: Path, cores: int) -> dict[str, float]:
+    """Time one `nettel dataset` process; peak RSS of its whole process tree."""
+    command = [
+        sys.executable,
+        "-m",
+        "service",
+        "dataset",
+        "--engine",
+        engine,
+        "--perfsonar-dir",
+        str(directory / "perfsonar"),
+        "--router-map",
+        str(directory / "map.json"),
+        "--output",
+        str(directory / f"rows-{engine}"),
+    ]
+    if engine == "spark":
+        command += ["--spark-master", f"local[{cores}]", "--spark-conf", "spark.ui.enabled=false"]
+        command += ["--spark-conf", f"spark.sql.shuffle.partitions={cores}"]
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, tree_rss(process.pid))
+        time.sleep(SAMPLE_SECONDS)
+    seconds = time.perf_counter() - started
+    output = process.stdout.read() if process.stdout else ""
+    if process.returncode != 0:
+        raise RuntimeError(f"{engine} failed ({process.returncode}): {output}")
+    rows = int(output.split()[0])
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_second": rows / seconds,
+        "peak_mb": peak / 2**20,
+    }
+
+
+def tree_rss(pid: int) -> int:
+    """Summed RSS of `pid` and all its descendants (0 for those that ended meanwhile)."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            total += memory_of(current).get("VmRSS", 0)
+        except OSError:
+            continue
+        pending += children_of(current)
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sites", type=int, default=12)
+    parser.add_argument("--days", type=float, default=0.25, help="days of the 1x input")
+    parser.add_argument("--scales", default="1,2,4")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--engines", default="memory,spark")
+    parser.add_argument("--output", type=Path, default=Path("out/spark_dataset"))
+    args = parser.parse_args(argv)
+    results = []
+    for scale in (int(s) for s in args.scales.split(",")):
+        directory = args.output / f"x{scale}"
+        messages = write_input(directory, args.sites, args.days * scale)
+        for engine in args.engines.split(","):
+            result = {"scale": scale, "engine": engine, "messages": messages}
+            result |= run_engine(engine, directory, args.cores)
+            results.append(result)
+            print(
+                f"x{scale} {engine:6s} {result['rows']:>9,} rows {result['seconds']:7.1f} s"
+                f" {result['rows_per_second']:>9,.0f} rows/s  peak {result['peak_mb']:6,.0f} MB",
+                flush=True,
+            )
+    report = {"sites": args.sites, "days_1x": args.days, "cores": args.cores, "results": results}
+    (args.output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

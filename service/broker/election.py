@@ -1,0 +1,209 @@
+"""Leader election of a high-availability group through the broker: the STOMP side of `lease`.
+
+Every replica started with the same `--ha-group NAME` keeps a connection (`link.BrokerLink`:
+failover, TLS, heart-beats, reconnecting) on which it
+
+- subscribes to the group's lease queue ``nettel.ha.<NAME>`` so that the broker delivers to
+  one subscriber at a time and picks another when that one's connection ends: on ActiveMQ as an
+  exclusive consumer of ``/queue/nettel.ha.<NAME>`` (``activemq.exclusive:true``, the queue is
+  created on use); on RabbitMQ through ``/amq/queue/nettel.ha.<NAME>``, a queue the operator
+  declared with ``x-single-active-consumer: true`` (RabbitMQ's STOMP plugin passes no such
+  argument on SUBSCRIBE, so nettel cannot declare it; a missing queue is refused with a
+  reason, see docs/high-availability.md);
+- sends a token there every `interval` seconds, expiring after `timeout` (so none piles up).
+
+Only the broker's active consumer receives tokens; `lease.Lease` turns their arrival into the
+replica's role, and the replica that leads publishes telemetry. A replica that loses its broker
+connection steps down at once; one whose tokens stop (the broker moved the consumer elsewhere)
+steps down `timeout` after the last one. Role changes are logged ("ha role changed").
+Artemis is refused with a clear reason (its exclusive queues are configured on the broker).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import stomp
+from stomp.exception import StompException
+
+from service.broker.flavour import Flavour, resolve_flavour
+from service.broker.lease import Lease, LeaseTiming, Role, Transition
+from service.broker.link import BrokerAccess, BrokerLink
+from service.broker.stomp_transport import BufferedConnection12
+from service.config import BrokerFlavour
+
+#: Seconds to wait for the broker's answer to the lease SUBSCRIBE.
+SUBSCRIBE_TIMEOUT = 10.0
+SUBSCRIBE_RECEIPT = "nettel-ha-lease"
+
+
+class ElectionRefused(StompException):
+    """The broker has no exclusive consumer nettel can ask for on a STOMP SUBSCRIBE."""
+
+
+def lease_destination(group: str, flavour: Flavour) -> str:
+    """The STOMP destination of `group`'s lease queue on a broker of `flavour`.
+
+    >>> lease_destination("cern", "activemq"), lease_destination("cern", "rabbitmq")
+    ('/queue/nettel.ha.cern', '/amq/queue/nettel.ha.cern')
+    """
+    prefix = "/amq/queue" if flavour == "rabbitmq" else "/queue"
+    return f"{prefix}/nettel.ha.{group}"
+
+
+class _Tokens(stomp.ConnectionListener):
+    """Tokens to the election; the SUBSCRIBE's receipt, and an ERROR before it, to `_subscribe`."""
+
+    def __init__(self, election: BrokerElection) -> None:
+        self._election = election
+        self.answered = threading.Event()
+        self.refusal: str | None = None
+
+    def on_message(self, frame: stomp.utils.Frame) -> None:
+        self._election.token_received()
+
+    def on_error(self, frame: stomp.utils.Frame) -> None:
+        self.refusal = frame.headers.get("message") or str(frame.body)[:200]
+
+    def on_receipt(self, frame: stomp.utils.Frame) -> None:
+        if frame.headers.get("receipt-id") == SUBSCRIBE_RECEIPT:
+            self.answered.set()
+
+
+class BrokerElection:
+    """This replica's part in electing the group's one telemetry publisher."""
+
+    def __init__(
+        self,
+        access: BrokerAccess,
+        group: str,
+        *,
+        replica: str,
+        timing: LeaseTiming,
+        flavour: BrokerFlavour = "auto",
+        clock: Callable[[], float] = time.monotonic,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.group = group
+        self._replica = replica
+        self._timing = timing
+        self._flavour_setting = flavour
+        self._flavour: Flavour = "activemq"
+        self._log = log or logging.getLogger("nettel.ha")
+        self._lock = threading.Lock()
+        self._lease = Lease(timing, clock)
+        self._tokens = _Tokens(self)
+        self._link = BrokerLink(
+            access,
+            listener=self._tokens,
+            on_connect=self._subscribe,
+            label="ha election",
+            log=self._log,
+            log_extra={"group": group},
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ha-election", daemon=True)
+
+    @property
+    def role(self) -> Role:
+        return self._lease.role
+
+    @property
+    def leader(self) -> bool:
+        return self._lease.role is Role.LEADER
+
+    @property
+    def transitions(self) -> int:
+        """Role changes since start."""
+        return self._lease.transitions
+
+    def start(self) -> None:
+        self._link.start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Step down and leave the group: the broker hands the lease queue to another replica."""
+        self._stop.set()
+        self._thread.join(timeout)
+        self._link.stop(timeout)
+        self._changed(self._lease_call(self._lease.connection_lost))
+
+    def token_received(self) -> None:
+        """A token arrived (stomp.py's receiver thread)."""
+        self._changed(self._lease_call(self._lease.token_received))
+
+    def _run(self) -> None:
+        tick = self._timing.interval / 4
+        next_token = 0.0
+        while not self._stop.is_set():
+            connection = self._link.connection
+            if connection is None:
+                self._changed(self._lease_call(self._lease.connection_lost))
+            else:
+                self._changed(self._lease_call(self._lease.tick))
+                if time.monotonic() >= next_token:
+                    self._send_token(connection)
+                    next_token = time.monotonic() + self._timing.interval
+            self._stop.wait(tick)
+
+    def _lease_call(self, step: Callable[[], list[Transition]]) -> list[Transition]:
+        with self._lock:
+            return step()
+
+    def _send_token(self, connection: BufferedConnection12) -> None:
+        timeout_ms = int(self._timing.timeout * 1000)
+        if self._flavour == "rabbitmq":
+            headers = {"expiration": str(timeout_ms)}
+        else:
+            headers = {"expires": str(int(time.time() * 1000) + timeout_ms)}
+        destination = lease_destination(self.group, self._flavour)
+        try:
+            connection.send(destination, self._replica, "text/plain", headers)
+        except (StompException, OSError) as error:
+            self._log.warning("ha token not sent", extra={"error": repr(error)})
+            self._link.report_lost(connection)
+
+    def _subscribe(self, connection: BufferedConnection12) -> None:
+        """BrokerLink's step after CONNECT: start from standby, join the lease queue."""
+        self._changed(self._lease_call(self._lease.connection_lost))
+        flavour, _ = resolve_flavour(self._flavour_setting, connection.server)
+        if flavour == "artemis":
+            raise ElectionRefused(
+                "--ha-group needs ActiveMQ or RabbitMQ (exclusive consumers on SUBSCRIBE); "
+                "the broker is Artemis"
+            )
+        self._flavour = flavour
+        if flavour == "rabbitmq":
+            headers = {"prefetch-count": "1"}
+        else:
+            headers = {"activemq.exclusive": "true", "activemq.prefetchSize": "1"}
+        destination = lease_destination(self.group, flavour)
+        self._tokens.answered.clear()
+        self._tokens.refusal = None
+        headers["receipt"] = SUBSCRIBE_RECEIPT
+        connection.subscribe(destination, id="lease", ack="auto", headers=headers)
+        if not self._tokens.answered.wait(SUBSCRIBE_TIMEOUT):
+            raise ElectionRefused(f"no answer to SUBSCRIBE {destination}")
+        if self._tokens.refusal is not None:
+            raise ElectionRefused(
+                f"SUBSCRIBE {destination} refused: {self._tokens.refusal} (RabbitMQ: declare the "
+                "queue with x-single-active-consumer, see docs/high-availability.md)"
+            )
+
+    def _changed(self, transitions: list[Transition]) -> None:
+        for change in transitions:
+            level = logging.WARNING if change.before is Role.LEADER else logging.INFO
+            self._log.log(
+                level,
+                "ha role changed",
+                extra={
+                    "group": self.group,
+                    "replica": self._replica,
+                    "before": change.before.value,
+                    "after": change.after.value,
+                    "reason": change.reason,
+                },
+            )

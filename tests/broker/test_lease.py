@@ -1,0 +1,112 @@
+"""The lease state machine of an --ha-group, on a hand-moved clock: exact times of each role."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.broker.lease import Lease, LeaseTiming, Role, Transition
+
+TIMING = LeaseTiming(interval=2.0, timeout=6.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def tokens_every(lease: Lease, clock: Clock, seconds: float, until: float) -> list[Transition]:
+    """Deliver a token every `seconds` until the clock reaches `until`; the changes made."""
+    changes = []
+    while clock.now + seconds <= until:
+        clock.now += seconds
+        changes += lease.token_received()
+    return changes
+
+
+def test_starts_standby_and_ticks_change_nothing(clock):
+    lease = Lease(TIMING, clock)
+    clock.now += 1000
+    assert lease.tick() == [] and lease.role is Role.STANDBY and lease.transitions == 0
+
+
+def test_first_token_acquires_and_leads_exactly_one_timeout_later(clock):
+    lease = Lease(TIMING, clock)
+    assert lease.token_received() == [Transition(Role.STANDBY, Role.ACQUIRING, "tokens arrive")]
+    tokens_every(lease, clock, 2.0, until=104.0)
+    clock.now = 105.999
+    assert lease.tick() == [] and lease.role is Role.ACQUIRING
+    clock.now = 106.0
+    assert lease.tick() == [
+        Transition(Role.ACQUIRING, Role.LEADER, "tokens arrived for the lease timeout")
+    ]
+    assert lease.role is Role.LEADER and lease.transitions == 2
+
+
+def test_leader_keeps_the_lease_while_tokens_come(clock):
+    lease = Lease(TIMING, clock)
+    lease.token_received()
+    changes = tokens_every(lease, clock, 2.0, until=200.0)
+    assert [change.after for change in changes] == [Role.LEADER]
+    assert lease.role is Role.LEADER
+
+
+def test_steps_down_just_after_the_timeout_without_a_token(clock):
+    lease = Lease(TIMING, clock)
+    lease.token_received()
+    tokens_every(lease, clock, 2.0, until=110.0)  # last token at 110
+    clock.now = 116.0
+    assert lease.tick() == [] and lease.role is Role.LEADER  # exactly the timeout: still held
+    clock.now = 116.001
+    assert lease.tick() == [
+        Transition(Role.LEADER, Role.STANDBY, "no token within the lease timeout")
+    ]
+
+
+def test_a_token_after_a_lapse_starts_the_wait_again(clock):
+    lease = Lease(TIMING, clock)
+    lease.token_received()
+    tokens_every(lease, clock, 2.0, until=110.0)
+    clock.now = 130.0  # no tick in between: the token itself must notice the lapse
+    assert [(c.before, c.after) for c in lease.token_received()] == [
+        (Role.LEADER, Role.STANDBY),
+        (Role.STANDBY, Role.ACQUIRING),
+    ]
+    clock.now = 135.9
+    assert lease.token_received() == [] and lease.role is Role.ACQUIRING
+    clock.now = 136.0
+    assert [c.after for c in lease.tick()] == [Role.LEADER]
+
+
+def test_acquiring_lapses_back_to_standby(clock):
+    lease = Lease(TIMING, clock)
+    lease.token_received()
+    clock.now += 6.5
+    assert [c.after for c in lease.tick()] == [Role.STANDBY]
+
+
+def test_lost_connection_steps_down_at_once(clock):
+    lease = Lease(TIMING, clock)
+    lease.token_received()
+    tokens_every(lease, clock, 2.0, until=108.0)
+    assert lease.role is Role.LEADER
+    assert lease.connection_lost() == [
+        Transition(Role.LEADER, Role.STANDBY, "broker connection lost")
+    ]
+    assert lease.connection_lost() == []  # already standby
+    clock.now += 1
+    assert lease.tick() == [] and lease.role is Role.STANDBY
+    assert lease.transitions == 3
+
+
+@pytest.mark.parametrize(("interval", "timeout"), [(0.0, 6.0), (2.0, 3.9), (-1.0, 1.0)])
+def test_timing_needs_a_timeout_of_two_intervals(interval, timeout):
+    with pytest.raises(ValueError, match="timeout >= 2 x interval"):
+        LeaseTiming(interval, timeout)

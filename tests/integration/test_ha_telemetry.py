@@ -1,0 +1,135 @@
+"""One telemetry publisher per --ha-group, elected through the real broker (ActiveMQ's exclusive
+consumer, RabbitMQ's single-active-consumer queue), over two real `nettel serve` replicas.
+
+A feed gives every link a new minute every `MINUTE_SECONDS` s (loss alternating 0 and 0.5, so
+every new minute changes the cost and is published); a subscriber counts telemetry messages per
+link and minute. In steady state each (link, minute) arrives exactly once; after SIGKILL of the
+leader the other replica publishes within 15 s, and around the switch each link has at most one
+minute duplicated or missing (docs/high-availability.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+
+import httpx
+import pytest
+
+from tests.integration.wire import Publisher, current_minute_ts, metric_value, wait_for
+from tests.publish.test_telemetry import Subscriber
+from tests.publish.wire_data import LOSS, loss_body
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+LINKS = [f"10.61.0.{n}" for n in range(1, 6)]
+DESTINATION = "198.51.100.20"
+#: Wall-clock seconds per fed minute: longer than a failover (lease timeout 1.5 s + a cycle).
+MINUTE_SECONDS = 3.0
+LEASE_ARGS = ("--ha-lease-interval", "0.5", "--ha-lease-timeout", "1.5")
+SERVE_ARGS = ("--interval", "0.5", "--freshness", "0.2", "--model", "none")
+
+
+class MinuteFeed:
+    """Every link gets the next minute (from 25 minutes ago) every MINUTE_SECONDS s."""
+
+    def __init__(self, brokers: str) -> None:
+        self._publisher = Publisher(brokers)
+        self._first = current_minute_ts(25)
+        self.minutes: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> MinuteFeed:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._publisher.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            minute = self._first + 60 * len(self.minutes)
+            loss = 0.5 * (len(self.minutes) % 2)
+            for source in LINKS:
+                self._publisher.send(LOSS, loss_body({minute: loss}, source=source))
+            self.minutes.append(minute)
+            self._stop.wait(MINUTE_SECONDS)
+
+
+def role(url: str) -> str | None:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2.0).json()["ha"]["role"]
+    except (httpx.HTTPError, KeyError, ValueError):
+        return None
+
+
+def counts(messages) -> Counter[tuple[str, int]]:
+    """Telemetry messages per (link source, minute)."""
+    return Counter((body["meta"]["source"], int(head["timestamp"])) for head, body in messages)
+
+
+def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nettel_service):
+    group = f"t{uuid.uuid4().hex[:8]}"
+    topic = f"/topic/telemetry.ha-{group}"
+    if stomp_broker.flavour == "rabbitmq":  # what the operator does once per group
+        stomp_broker.declare_queue(f"nettel.ha.{group}", {"x-single-active-consumer": True})
+    subscriber = Subscriber(stomp_broker.brokers, topic)
+    replicas = [
+        nettel_service(
+            stomp_broker.brokers,
+            *SERVE_ARGS,
+            *LEASE_ARGS,
+            "--ha-group",
+            group,
+            "--client-id",
+            f"{group}-{name}",
+            "--telemetry-topic",
+            topic,
+        )  # fmt: skip
+        for name in ("a", "b")
+    ]
+    wait_for(
+        lambda: sorted(role(r.url) or "" for r in replicas) == ["leader", "standby"],
+        timeout=20,
+        what="one leader and one standby",
+    )
+    feed = MinuteFeed(stomp_broker.brokers).start()
+    try:
+        time.sleep(4 * MINUTE_SECONDS)
+        steady = counts(subscriber.take())
+        (leader,) = [r for r in replicas if role(r.url) == "leader"]
+        (survivor,) = [r for r in replicas if r is not leader]
+        leader.kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: role(survivor.url) == "leader", timeout=15, interval=0.1, what="takeover")
+        wait_for(subscriber.messages.__len__, timeout=15, interval=0.05, what="telemetry")
+        failover = time.monotonic() - killed_at
+        time.sleep(3 * MINUTE_SECONDS)
+    finally:
+        feed.stop()
+    time.sleep(1.0)  # the last minute's messages
+    after = counts(subscriber.take())
+    subscriber.close()
+
+    assert failover < 15.0
+    fed = set(feed.minutes)
+    assert steady and max(steady.values()) == 1, "a duplicate in steady state"
+    steady_minutes = sorted({minute for _, minute in steady})
+    assert len(steady_minutes) >= 3
+    for source in LINKS:  # every minute of the steady part, once per link
+        published = {m for s, m in steady if s == source}
+        assert published >= set(steady_minutes[:-1])  # the last one may be under way
+    assert metric_value(survivor.url, "nettel_ha_leader") == 1.0
+    assert metric_value(survivor.url, "nettel_ha_transitions_total") >= 2  # acquiring, leader
+    for source in LINKS:
+        seen = Counter({m: n for (s, m), n in (steady + after).items() if s == source})
+        span = {m for m in fed if min(seen) <= m <= max(seen)}
+        duplicated = [m for m, n in seen.items() if n > 1]
+        missing = span - set(seen)
+        assert len(duplicated) + len(missing) <= 1, (source, duplicated, missing)
+        assert max(seen) >= max(fed) - 60  # the survivor keeps publishing

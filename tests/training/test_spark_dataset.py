@@ -1,0 +1,131 @@
+"""`nettel dataset --engine spark`: the same rows as the in-memory replay, rejects counted by
+reason, and streamed training from its Parquet rows (Spark local mode, one session)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from models.bundle import load_bundle
+from models.network import NetworkConfig
+from service.analysis.features import FEATURE_NAMES
+from tests.training.test_dataset import write_capture
+from tests.training.test_ps_documents import write_router_map
+from training.dataset import WARMUP_MINUTES, build_real_dataset
+from training.dataset_files import open_rows, read_description, write_dataset
+from training.streamed_training import StreamedTrainOptions, train_streamed
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.slow
+
+MINUTES = WARMUP_MINUTES + 1500  # 2 links: 3,000 rows
+MALFORMED = {"invalid_json": 2, "missing_field": 2, "loss_out_of_range": 2, "bad_value": 1}
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[object]:
+    from training.spark_dataset import SparkOptions, spark_session
+
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+    }
+    session = spark_session(SparkOptions("local[2]", settings))
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A bus capture plus malformed records in each file layout; the router map."""
+    root = tmp_path_factory.mktemp("archive")
+    ips, utilisation = write_capture(root / "perfsonar", MINUTES)
+    bad_lines = [
+        "{truncated",
+        json.dumps({"destination": "/topic/perfsonar.raw.packet-loss-rate", "body": "[1, 2"}),
+        json.dumps({"destination": "/topic/perfsonar.raw.packet-loss-rate", "body": {"x": 1}}),
+        json.dumps({"src": ips[0], "dest": ips[1], "timestamp": 5, "packet_loss": 7}),
+    ]
+    (root / "perfsonar" / "z-bad.jsonl").write_text("\n".join(bad_lines) + "\n")
+    documents = [{"src": "not-an-ip", "dest": ips[1], "timestamp": 5, "packet_loss": 0.1}]
+    (root / "perfsonar" / "z-bad.json").write_text(json.dumps(documents + [{"src": ips[0]}]))
+    loss = [{"src": ips[0], "dest": ips[1], "timestamp": 60_000, "packet_loss": 1.5}]
+    pq.write_table(pa.Table.from_pylist(loss), root / "perfsonar" / "z-bad.parquet")
+    return root / "perfsonar", write_router_map(root, ips, utilisation)
+
+
+@pytest.fixture(scope="module")
+def spark_rows(
+    spark: object, archive: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, object]:
+    """The archive's rows built by the Spark job (groups of at most 1,500 datapoints)."""
+    from training.spark_dataset import build_spark_dataset
+
+    output = tmp_path_factory.mktemp("spark") / "rows"
+    return output, build_spark_dataset(spark, *archive, output, points_per_group=1500)
+
+
+def sorted_rows(directory: Path) -> pd.DataFrame:
+    frame = open_rows(directory).to_table().to_pandas()
+    frame["day"] = frame["day"].astype(str)
+    return frame.sort_values(["source", "destination", "minute"]).reset_index(drop=True)
+
+
+def test_spark_and_in_memory_engines_write_the_same_rows(
+    spark_rows: tuple[Path, Any], archive: tuple[Path, Path], tmp_path: Path
+) -> None:
+    directory, result = spark_rows
+    dataset = build_real_dataset(*archive)
+    write_dataset(dataset, tmp_path / "memory", {**dataset.description, "engine": "memory"})
+
+    memory, distributed = sorted_rows(tmp_path / "memory"), sorted_rows(directory)
+    assert len(memory) == result.rows == 2 * (MINUTES - WARMUP_MINUTES) == 3000
+    assert result.description["link_groups"] == 5  # 7,520 datapoints in groups of 1,500
+    np.testing.assert_allclose(
+        distributed[list(FEATURE_NAMES)].to_numpy(),
+        memory[list(FEATURE_NAMES)].to_numpy(),
+        rtol=1e-6,
+        atol=1e-6,
+    )
+    for column in ("source", "destination", "minute", "day", "label", "utilisation"):
+        np.testing.assert_array_equal(distributed[column], memory[column])
+    np.testing.assert_allclose(distributed["persistence"], memory["persistence"])
+    assert sorted(set(memory["day"])) == ["2024-01-01", "2024-01-02"]
+    assert (directory / "day=2024-01-01").is_dir()
+    assert result.description["rejected"] == dataset.description["rejected"] == MALFORMED
+    assert read_description(directory)["engine"] == "spark"
+
+
+@pytest.mark.filterwarnings("error:Your input ran out of data")  # every epoch runs to its end
+def test_streamed_training_writes_a_loadable_bundle(
+    spark_rows: tuple[Path, Any], tmp_path: Path
+) -> None:
+    directory, _ = spark_rows
+    options = StreamedTrainOptions(
+        dataset_dir=directory,
+        output=tmp_path / "bundle",
+        holdout_fraction=0.5,
+        network=NetworkConfig(widths=(8, 4, 2), dropout=0.0),
+        epochs=2,
+        verbose=0,
+    )
+    result = train_streamed(options, log=lambda line: None)
+    assert result.card["epochs"] == 2
+
+    bundle = load_bundle(result.directory, FEATURE_NAMES)
+    data = bundle.card["training_data"]
+    assert (data["engine"], data["target"], data["train_links"]) == ("spark", "nettel", 1)
+    assert data["train_rows"] + data["holdout_rows"] == 3000
+    assert bundle.card["evaluation"]["rows"] == data["holdout_rows"] == 1500
+    rows = sorted_rows(directory)
+    predicted = bundle.predict(rows[list(FEATURE_NAMES)].to_numpy(np.float32))
+    assert predicted.shape == (3000,) and np.isfinite(predicted).all()

@@ -1,0 +1,113 @@
+"""`nettel dataset`: build the training rows of an archive and write them as day-partitioned
+Parquet, in memory (`--engine memory`) or with PySpark (`--engine spark`; PySpark is imported
+only then). Both engines replay the archive through the service's own ingest and analysis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from service.errors import ConfigError, NettelError
+
+ENGINES = ("memory", "spark")
+DEFAULT_DATASET_DIR = Path("out/dataset")
+
+
+def add_dataset_command(subparsers: argparse._SubParsersAction) -> None:
+    dataset = subparsers.add_parser(
+        "dataset",
+        help="build training rows from a perfSONAR archive and router series (Parquet by day)",
+        description="Replay the perfSONAR archive of --perfsonar-dir through the service's "
+        "ingest and analysis, label the rows through --router-map, and write Parquet "
+        "partitioned by day plus _dataset.json (docs/spark.md).",
+    )
+    dataset.add_argument("--perfsonar-dir", required=True, help="archive directory (or URI)")
+    dataset.add_argument("--router-map", type=Path, required=True, help="router map JSON")
+    dataset.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_DATASET_DIR,
+        help=f"dataset directory, replaced if it holds a dataset (default {DEFAULT_DATASET_DIR})",
+    )
+    dataset.add_argument("--target", choices=("nettel", "ratio"), default="nettel")
+    add_engine_options(dataset)
+    dataset.set_defaults(run=run_dataset)
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="memory",
+        help="build the rows in this process (memory, default) or with PySpark (spark)",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default="local[*]",
+        help="Spark master URL for --engine spark (default local[*]; e.g. yarn, spark://h:7077)",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark setting for --engine spark (repeatable), e.g. spark.driver.memory=4g",
+    )
+    parser.add_argument(
+        "--points-per-group",
+        type=int,
+        default=None,
+        help="--engine spark: datapoints replayed together by one Python worker (default 400000)",
+    )
+
+
+def build_dataset_files(args: argparse.Namespace, output: Path) -> dict[str, object]:
+    """Write the rows with the chosen engine; the dataset description."""
+    if args.engine == "spark":
+        from training.spark_dataset import (
+            DEFAULT_POINTS_PER_GROUP,
+            SparkOptions,
+            build_spark_dataset,
+            parse_conf,
+            spark_session,
+        )
+
+        options = SparkOptions(
+            args.spark_master,
+            parse_conf(args.spark_conf),
+            args.points_per_group or DEFAULT_POINTS_PER_GROUP,
+        )
+        spark = spark_session(options)
+        try:
+            result = build_spark_dataset(
+                spark,
+                args.perfsonar_dir,
+                args.router_map,
+                output,
+                args.target,
+                options.points_per_group,
+            )
+        finally:
+            spark.stop()
+        return result.description
+    from training.dataset import build_real_dataset
+    from training.dataset_files import write_dataset
+
+    dataset = build_real_dataset(Path(args.perfsonar_dir), args.router_map, args.target)
+    description = {**dataset.description, "engine": "memory"}
+    write_dataset(dataset, output, description)
+    return {**description, "rows": len(dataset)}
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    try:
+        description = build_dataset_files(args, args.output)
+    except (ValueError, OSError, NettelError) as error:
+        raise ConfigError(f"dataset: {error}") from None
+    seconds = time.perf_counter() - started
+    print(f"{description['rows']} rows written to {args.output} in {seconds:.1f} s")
+    print(json.dumps({k: description[k] for k in ("rejected", "first_minute", "minutes")}))
+    return 0

@@ -1,0 +1,265 @@
+"""Training from day-partitioned Parquet rows in streamed batches (`nettel train --engine spark`).
+
+The rows (``training.dataset_files`` layout, written by `nettel dataset`) are read batch by
+batch, never all at once: one pass for the per-link row and congestion counts (the link split,
+as ``split_links`` draws it), one for the scaler's bounds over the training links, then every
+epoch a fresh pass feeding Keras through ``tf.data`` (files in a seeded order per epoch, rows
+shuffled within each read batch). The bundle is written with ``models.bundle.save_bundle`` and
+scored on the held-out links by the same evaluation as `nettel train`; for that, the held-out
+rows and a uniform sample of the training rows (for the baselines' fits) are kept, at most
+``max_eval_rows`` of each (every k-th row beyond).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models.bundle import save_bundle
+from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network_batches
+from models.scaler import MinMaxScaler
+from service.analysis.features import FEATURE_NAMES
+from training.dataset import (
+    BUSY_SHARE,
+    CONGESTED_RATIO,
+    Dataset,
+    LinkSplit,
+    split_link_ids,
+)
+from training.dataset_files import open_rows, read_description
+from training.evaluate import DECISION_THRESHOLD
+from training.train import MODEL_NAME, TARGET_DEFINITIONS, TrainResult, add_evaluation
+
+READ_BATCH_ROWS = 65_536
+DEFAULT_MAX_EVAL_ROWS = 2_000_000
+_LINK = ("source", "destination")
+
+
+@dataclass(frozen=True)
+class StreamedTrainOptions:
+    """One streamed training run over the rows in `dataset_dir`."""
+
+    dataset_dir: Path
+    output: Path = Path("models/bundle")
+    seed: int = 0
+    holdout_fraction: float = 0.2
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    epochs: int = 30
+    verbose: int | str = "auto"
+    max_eval_rows: int = DEFAULT_MAX_EVAL_ROWS
+
+
+@dataclass(frozen=True)
+class LinkSummary:
+    """Links with rows (sorted names) and their row and congested-row counts."""
+
+    names: tuple[str, ...]
+    rows: np.ndarray
+    congested: np.ndarray
+
+    @property
+    def prone(self) -> np.ndarray:
+        prone: np.ndarray = self.congested >= BUSY_SHARE * np.maximum(self.rows, 1)
+        return prone
+
+
+def train_streamed(
+    options: StreamedTrainOptions, log: Callable[[str], None] = print
+) -> TrainResult:
+    """Split, scale, train and write the bundle from the Parquet rows (module docstring)."""
+    started = time.perf_counter()
+    description = read_description(options.dataset_dir)
+    rows = open_rows(options.dataset_dir)
+    links = summarise_links(rows)
+    split = split_link_ids(
+        np.arange(len(links.names)), links.prone, options.holdout_fraction, options.seed
+    )
+    train_links = {links.names[i] for i in split.train}
+    scaler = fit_scaler_streamed(rows, train_links)
+    dataset_seconds = time.perf_counter() - started
+    log(
+        f"dataset: {int(links.rows.sum())} rows in {options.dataset_dir}, {len(split.train)}"
+        f" training links, {len(split.holdout)} held-out links ({dataset_seconds:.0f} s to scan)"
+    )
+    model = build_network(len(FEATURE_NAMES), options.network, options.seed)
+    train_rows = int(links.rows[split.train].sum())
+    batches = training_batches(rows, train_links, train_rows, scaler, options.seed)
+    started = time.perf_counter()
+    losses = fit_network_batches(model, batches, options.epochs, options.verbose)
+    seconds = time.perf_counter() - started
+    evaluation = evaluation_rows(rows, links, split, description, options.max_eval_rows)
+    card = streamed_card(options, description, links, split, losses, seconds)
+    directory = save_bundle(options.output, model, scaler, card)
+    return TrainResult(
+        directory, add_evaluation(directory, evaluation, split), dataset_seconds, seconds
+    )
+
+
+def _batches(rows: Any, columns: list[str], files: list[str] | None = None) -> Iterator[Any]:
+    """pandas frames of `columns`, READ_BATCH_ROWS at a time, file by file."""
+    import pyarrow.dataset as ds
+
+    source = rows if files is None else ds.dataset(files, format="parquet")
+    for batch in source.to_batches(columns=columns, batch_size=READ_BATCH_ROWS):
+        yield batch.to_pandas()
+
+
+def _link_names(frame: Any) -> Any:
+    return frame["source"] + "->" + frame["destination"]
+
+
+def summarise_links(rows: Any) -> LinkSummary:
+    """Per-link row counts and congested rows, in one streamed pass."""
+    counts: dict[str, list[int]] = {}
+    for frame in _batches(rows, [*_LINK, "utilisation"]):
+        frame = frame.assign(link=_link_names(frame), busy=frame["utilisation"] > CONGESTED_RATIO)
+        for name, (n, busy) in frame.groupby("link")["busy"].agg(["size", "sum"]).iterrows():
+            total = counts.setdefault(name, [0, 0])
+            total[0] += int(n)
+            total[1] += int(busy)
+    if not counts:
+        raise ValueError("the dataset has no rows")
+    names = tuple(sorted(counts))
+    values = np.array([counts[name] for name in names])
+    return LinkSummary(names, values[:, 0], values[:, 1])
+
+
+def fit_scaler_streamed(rows: Any, train_links: set[str]) -> MinMaxScaler:
+    """Min-max bounds over the training links' rows, in one streamed pass."""
+    low = np.full(len(FEATURE_NAMES), np.inf)
+    high = np.full(len(FEATURE_NAMES), -np.inf)
+    for frame in _batches(rows, [*_LINK, *FEATURE_NAMES]):
+        features = frame.loc[_link_names(frame).isin(train_links), list(FEATURE_NAMES)]
+        if len(features):
+            low = np.minimum(low, features.to_numpy(np.float64).min(axis=0))
+            high = np.maximum(high, features.to_numpy(np.float64).max(axis=0))
+    if not np.isfinite(low).all():
+        raise ValueError("no training rows")
+    return MinMaxScaler(FEATURE_NAMES, low, high)
+
+
+def training_batches(
+    rows: Any, train_links: set[str], train_rows: int, scaler: MinMaxScaler, seed: int
+) -> Any:
+    """A tf.data dataset of scaled (features, label) batches of BATCH_SIZE (the last one
+    shorter), re-read each epoch; its length is known, so Keras runs every epoch to the end."""
+    import tensorflow as tf
+
+    files = list(rows.files)
+    epochs = iter(range(1 << 30))
+
+    def generate() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        rng = np.random.default_rng([seed, next(epochs)])
+        order = [files[i] for i in rng.permutation(len(files))]
+        pending: list[tuple[np.ndarray, np.ndarray]] = []
+        for frame in _batches(rows, [*_LINK, *FEATURE_NAMES, "label"], order):
+            frame = frame[_link_names(frame).isin(train_links)]
+            shuffled = rng.permutation(len(frame))
+            features = scaler.transform(frame[list(FEATURE_NAMES)].to_numpy()[shuffled])
+            pending.append((features, frame["label"].to_numpy(np.float32)[shuffled]))
+            if sum(len(y) for _, y in pending) >= BATCH_SIZE:
+                x, y = (np.concatenate(part) for part in zip(*pending, strict=True))
+                whole = len(y) - len(y) % BATCH_SIZE
+                for start in range(0, whole, BATCH_SIZE):
+                    yield x[start : start + BATCH_SIZE], y[start : start + BATCH_SIZE]
+                pending = [(x[whole:], y[whole:])]
+        if pending and sum(len(y) for _, y in pending):
+            yield tuple(np.concatenate(part) for part in zip(*pending, strict=True))  # type: ignore[misc]
+
+    signature = (
+        tf.TensorSpec((None, len(FEATURE_NAMES)), tf.float32),
+        tf.TensorSpec((None,), tf.float32),
+    )
+    batches = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    steps = -(-train_rows // BATCH_SIZE)
+    return batches.apply(tf.data.experimental.assert_cardinality(steps)).prefetch(2)
+
+
+def evaluation_rows(
+    rows: Any, links: LinkSummary, split: LinkSplit, description: dict[str, Any], limit: int
+) -> Dataset:
+    """Held-out rows and a sample of training rows (each at most `limit`) as one Dataset whose
+    link ids index `links.names`."""
+    ids = {name: i for i, name in enumerate(links.names)}
+    held = np.isin(np.arange(len(links.names)), split.holdout)
+    strides = [max(1, -(-int(links.rows[mask].sum()) // limit)) for mask in (~held, held)]
+    seen = [0, 0]
+    parts: list[dict[str, np.ndarray]] = []
+    columns = [*_LINK, "minute", *FEATURE_NAMES, "utilisation", "label", "empirical", "persistence"]
+    for frame in _batches(rows, columns):
+        link = _link_names(frame).map(ids).to_numpy(np.int32)
+        for side in (0, 1):
+            chosen = np.flatnonzero(held[link] == bool(side))
+            keep = chosen[(seen[side] + np.arange(len(chosen))) % strides[side] == 0]
+            seen[side] += len(chosen)
+            part = {name: frame[name].to_numpy()[keep] for name in columns[2:]}
+            parts.append({**part, "link": link[keep]})
+    merged = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    return Dataset(
+        features=np.column_stack([merged[name] for name in FEATURE_NAMES]).astype(np.float32),
+        utilisation=merged["utilisation"].astype(np.float32),
+        label=merged["label"].astype(np.float32),
+        link=merged["link"],
+        minute=merged["minute"].astype(np.int64),
+        empirical=merged["empirical"].astype(np.float32),
+        persistence=merged["persistence"].astype(np.float32),
+        target=str(description.get("target", "nettel")),
+        link_names=links.names,
+        prone=links.prone,
+        description=description,
+    )
+
+
+def streamed_card(
+    options: StreamedTrainOptions,
+    description: dict[str, Any],
+    links: LinkSummary,
+    split: LinkSplit,
+    losses: list[float],
+    seconds: float,
+) -> dict[str, Any]:
+    """Model card fields of a streamed run (save_bundle adds sha256 and feature_names)."""
+    created = datetime.now(UTC)
+    target = str(description.get("target", "nettel"))
+    return {
+        "name": MODEL_NAME,
+        "version": f"real-{created:%Y%m%d}-{options.seed}",
+        "created": created.isoformat(timespec="seconds"),
+        "target": {
+            "name": target,
+            "definition": TARGET_DEFINITIONS[target],
+            "decision_threshold": DECISION_THRESHOLD[target],
+        },
+        "training_data": {
+            **description,
+            "dataset_dir": str(options.dataset_dir),
+            "training": "streamed batches from the day-partitioned Parquet rows",
+            "holdout_fraction": options.holdout_fraction,
+            "train_links": len(split.train),
+            "train_rows": int(links.rows[split.train].sum()),
+            "holdout_rows": int(links.rows[split.holdout].sum()),
+            "holdout_links": [links.names[i] for i in split.holdout],
+            "evaluation_rows_limit": options.max_eval_rows,
+        },
+        "seed": options.seed,
+        "architecture": {
+            "widths": list(options.network.widths),
+            "dropout": options.network.dropout,
+            "output_activation": options.network.output_activation,
+            "optimizer": options.network.optimizer,
+            "learning_rate": options.network.learning_rate,
+            "loss": "mse",
+            "batch_size": BATCH_SIZE,
+        },
+        "epochs": options.epochs,
+        "final_training_loss": losses[-1],
+        "training_seconds": round(seconds, 1),
+        "trained_on": f"{platform.machine()} Python {platform.python_version()}",
+    }
