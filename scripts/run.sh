@@ -4,8 +4,9 @@
 #   bash scripts/run.sh [extra `nettel serve` arguments]
 #
 # Without NETTEL_BROKERS: starts a private ActiveMQ on 127.0.0.1:${NETTEL_BROKER_PORT:-61613}
-# (data in run/activemq), the seeded demo feed (`nettel simulate`, which first writes its mesh's
-# sites as a CRIC rcsite export, run/topology.json) and `nettel serve --topology` that file.
+# (data in run/activemq), `nettel serve --topology run/topology.json` (the demo mesh's sites as a
+# CRIC rcsite export, written first by `nettel simulate --no-feed`) and, once serve has
+# subscribed, the seeded demo feed (`nettel simulate`).
 # With NETTEL_BROKERS=host:port[,host:port]: only `nettel serve`, against those brokers.
 # NETTEL_LISTEN (default 127.0.0.1:8080) is where the HTTP API listens. Logs go to run/logs/
 # (NETTEL_RUN_DIR moves run/ elsewhere; the tests use that).
@@ -70,6 +71,12 @@ healthy() {
         "$1"
 }
 
+# shellcheck disable=SC2317  # called through wait_for
+subscribed() {  # serve's broker link counts as connected once it has sent its SUBSCRIBE frames
+    .venv/bin/python -c 'import sys, httpx; sys.exit("\nnettel_broker_connected 1.0\n" not in httpx.get(sys.argv[1], timeout=2).text)' \
+        "$1"
+}
+
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 
@@ -81,11 +88,8 @@ if [ -z "${NETTEL_BROKERS:-}" ]; then
     wait_for "ActiveMQ" "${PIDS[-1]}" "$RUN_DIR/logs/activemq.log" \
         grep -q "activemq: ready" "$RUN_DIR/logs/activemq.log" || { stop_all; exit 1; }
     TOPOLOGY="$RUN_DIR/topology.json"
-    rm -f "$TOPOLOGY"
-    start_bg simulate .venv/bin/nettel simulate --brokers "$BROKERS" --seed 1 \
-        --write-topology "$TOPOLOGY"
-    wait_for "the demo's topology" "${PIDS[-1]}" "$RUN_DIR/logs/simulate.log" \
-        test -s "$TOPOLOGY" || { stop_all; exit 1; }
+    .venv/bin/nettel simulate --seed 1 --write-topology "$TOPOLOGY" --no-feed ||
+        { stop_all; exit 1; }
     SERVE_TOPOLOGY=(--topology "$TOPOLOGY")
 else
     BROKERS="$NETTEL_BROKERS"
@@ -96,6 +100,13 @@ start_bg serve .venv/bin/nettel serve --brokers "$BROKERS" --listen "$LISTEN" \
 URL="http://${LISTEN/0.0.0.0/127.0.0.1}"
 wait_for "nettel serve" "${PIDS[-1]}" "$RUN_DIR/logs/serve.log" healthy "$URL/healthz" ||
     { stop_all; exit 1; }
+if [ -z "${NETTEL_BROKERS:-}" ]; then
+    # The feed starts once serve has subscribed: its back-fill would be lost before that (a
+    # durable subscription keeps only what is published after it first exists).
+    wait_for "nettel serve's subscription" "${PIDS[-1]}" "$RUN_DIR/logs/serve.log" \
+        subscribed "$URL/metrics" || { stop_all; exit 1; }
+    start_bg simulate .venv/bin/nettel simulate --brokers "$BROKERS" --seed 1
+fi
 cat <<EOF
 
 nettel is running (brokers: $BROKERS). Open:

@@ -190,6 +190,12 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         metavar="FILE",
         help="first write the mesh's sites as a CRIC rcsite export (for serve --topology)",
     )
+    simulate.add_argument(
+        "--no-feed",
+        dest="feed",
+        action="store_false",
+        help="only write --write-topology's file, publish nothing (no broker needed)",
+    )
     simulate.set_defaults(run=_run_simulate)
 
 
@@ -198,6 +204,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
     if args.sites < 2 or args.backfill_minutes < 0:
         raise ConfigError("--sites must be >= 2 and --backfill-minutes >= 0")
+    if not args.feed and args.write_topology is None:
+        raise ConfigError("--no-feed needs --write-topology: there would be nothing to do")
     try:
         brokers = [parse_address(part) for part in args.brokers.split(",") if part.strip()]
     except ValueError as error:
@@ -208,6 +216,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
         from training.simulator import build_mesh
 
         write_cric_export(build_mesh(args.sites, args.seed), args.write_topology)
+    if not args.feed:
+        return 0
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

@@ -1,9 +1,13 @@
-"""The demo mesh's CRIC export: read back by nettel, it maps every host to its own site."""
+"""The demo mesh's CRIC export: read back by nettel, it maps every host to its own site; run.sh
+writes it with `nettel simulate --no-feed` before serve starts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from service.cli import main
 from service.state.topology_file import load_topology
 from service.state.topology_layouts import Layout
 from training.mesh_inventory import write_cric_export
@@ -23,3 +27,16 @@ def test_the_export_maps_every_host_by_name_and_by_address(tmp_path: Path) -> No
         assert topology.site_of("", ip) == site  # by the netroute alone
         assert topology.networks_of(site)[0] == ip.rsplit(".", 1)[0] + ".0/24"
     assert [p.name for p in tmp_path.iterdir()] == ["topology.json"]  # no temporary left
+
+
+def test_simulate_no_feed_writes_the_topology_and_publishes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the port is closed: with --no-feed, simulate must not try the broker at all
+    path = tmp_path / "topology.json"
+    argv = ["simulate", "--brokers", "127.0.0.1:9", "--seed", "1", "--write-topology", str(path)]
+    assert main([*argv, "--no-feed"]) == 0
+    assert load_topology(str(path)).topology.sites == sorted(build_mesh(20, seed=1).site_names)
+
+    assert main(["simulate", "--no-feed"]) == 2
+    assert "--no-feed needs --write-topology" in capsys.readouterr().err
