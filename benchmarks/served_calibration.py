@@ -22,12 +22,28 @@ from models.bundle import DEFAULT_BUNDLE, load_bundle
 from service.analysis.calibration import calibrated_estimates
 from service.analysis.features import FEATURE_NAMES
 from service.config import Settings
+from service.parse.records import LinkEndpoints
 from service.runtime import build_runtime
+from service.state.link_state import LinkState
 from training.dataset import WARMUP_MINUTES, build_fluid_dataset, mesh_endpoints, minute_messages
 from training.evaluate import predict
 from training.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, simulate_traffic
 
 ROWS = 4
+
+
+def replay_fluid_mesh(
+    state: LinkState, sites: int, seed: int, start: int, rows: int
+) -> list[LinkEndpoints]:
+    """Apply the warm-up and `rows` minutes from `start` of a family-B mesh to `state`, as
+    ingest would (the minutes `build_fluid_dataset` builds rows of); the endpoints of its links."""
+    mesh = build_fluid_mesh(sites, seed)
+    first = start - WARMUP_MINUTES
+    traffic = simulate_traffic(mesh, first - 1, WARMUP_MINUTES + rows + 1, seed)
+    endpoints = mesh_endpoints(mesh.hosts)
+    for measured in simulate_fluid_minutes(mesh, traffic, seed, first_minute=first):
+        state.apply_batch(minute_messages(measured, endpoints), (measured.minute + 1) * 60.0)
+    return endpoints
 
 
 def measure(bundle_dir: Path, sites: int, seed: int) -> dict[str, Any]:
@@ -39,14 +55,7 @@ def measure(bundle_dir: Path, sites: int, seed: int) -> dict[str, Any]:
     last = dataset.select(dataset.minute == dataset.minute.max())
     evaluated, _, _ = calibrated_estimates(predict(bundle, last.features), bundle.calibration)
     runtime = build_runtime(Settings(model=str(bundle_dir), publish_telemetry=False))
-    mesh = build_fluid_mesh(sites, seed)
-    first = start - WARMUP_MINUTES
-    traffic = simulate_traffic(mesh, first - 1, WARMUP_MINUTES + ROWS + 1, seed)
-    endpoints = mesh_endpoints(mesh.hosts)
-    for measured in simulate_fluid_minutes(mesh, traffic, seed, first_minute=first):
-        runtime.state.apply_batch(
-            minute_messages(measured, endpoints), (measured.minute + 1) * 60.0
-        )
+    endpoints = replay_fluid_mesh(runtime.state, sites, seed, start, ROWS)
     served = {
         (link["source"], link["destination"]): link for link in runtime.cycle.recompute().links
     }

@@ -371,20 +371,35 @@ def build_simulated_dataset(
     first = start_minute - WARMUP_MINUTES
     n_minutes = WARMUP_MINUTES + round(days * MINUTES_PER_DAY)
     utilisation = simulate_utilisation(mesh, first - 1, n_minutes + 1, seed)
-    description = {
+    description = _simulated_description(
+        "A", "training.simulator", mesh.congestion_prone, sites, days, seed, start_minute
+    )
+    return replay_simulation(mesh, utilisation, first, seed, target, description)
+
+
+def _simulated_description(
+    family: str,
+    simulator: str,
+    prone: np.ndarray,
+    sites: int,
+    days: float,
+    seed: int,
+    start_minute: int,
+) -> dict[str, Any]:
+    """The model card's account of the rows of a simulated family's mesh."""
+    return {
         "kind": "simulated",
-        "family": "A",
-        "note": "trained and evaluated on SIMULATED links (training.simulator), not real routers",
+        "family": family,
+        "note": f"trained and evaluated on SIMULATED links ({simulator}), not real routers",
         "sites": sites,
         "days": days,
         "seed": seed,
         "start_minute": start_minute,
         "warmup_minutes": WARMUP_MINUTES,
-        "links": mesh.n_links,
-        "congestion_prone_links": int(mesh.congestion_prone.sum()),
+        "links": int(prone.size),
+        "congestion_prone_links": int(prone.sum()),
         "persistence": "utilisation of the link at minute t - 1",
     }
-    return replay_simulation(mesh, utilisation, first, seed, target, description)
 
 
 def replay_simulation(
@@ -461,20 +476,9 @@ def build_fluid_dataset(
     traffic = simulate_traffic(mesh, first - 1, n_minutes + 1, seed)
     utilisation = traffic.utilisation
     labels = LabelGrid(first, utilisation[:, 1:], utilisation[:, :-1])
-    description = {
-        "kind": "simulated",
-        "family": "B",
-        "note": "trained and evaluated on SIMULATED links (training.simulator_fluid), "
-        "not real routers",
-        "sites": sites,
-        "days": days,
-        "seed": seed,
-        "start_minute": start_minute,
-        "warmup_minutes": WARMUP_MINUTES,
-        "links": mesh.n_links,
-        "congestion_prone_links": int(mesh.congestion_prone.sum()),
-        "persistence": "utilisation of the link at minute t - 1",
-    }
+    description = _simulated_description(
+        "B", "training.simulator_fluid", mesh.congestion_prone, sites, days, seed, start_minute
+    )
     measured = simulate_fluid_minutes(mesh, traffic, seed, first_minute=first)
     return replay_measurements(
         mesh.hosts, measured, labels, target, description, mesh.congestion_prone

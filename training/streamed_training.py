@@ -12,11 +12,9 @@ rows and a uniform sample of the training rows (for the baselines' fits) are kep
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +32,7 @@ from training.dataset import (
     split_link_ids,
 )
 from training.dataset_files import open_rows, read_description
-from training.evaluate import DECISION_THRESHOLD
-from training.train import MODEL_NAME, TARGET_DEFINITIONS, TrainResult, add_evaluation
+from training.train import TrainResult, add_evaluation, card_fields
 
 READ_BATCH_ROWS = 65_536
 DEFAULT_MAX_EVAL_ROWS = 2_000_000
@@ -226,18 +223,13 @@ def streamed_card(
     seconds: float,
 ) -> dict[str, Any]:
     """Model card fields of a streamed run (save_bundle adds sha256 and feature_names)."""
-    created = datetime.now(UTC)
-    target = str(description.get("target", "nettel"))
-    return {
-        "name": MODEL_NAME,
-        "version": f"real-{created:%Y%m%d}-{options.seed}",
-        "created": created.isoformat(timespec="seconds"),
-        "target": {
-            "name": target,
-            "definition": TARGET_DEFINITIONS[target],
-            "decision_threshold": DECISION_THRESHOLD[target],
-        },
-        "training_data": {
+    return card_fields(
+        kind="real",
+        target=str(description.get("target", "nettel")),
+        seed=options.seed,
+        network=options.network,
+        epochs=options.epochs,
+        training_data={
             **description,
             "dataset_dir": str(options.dataset_dir),
             "training": "streamed batches from the day-partitioned Parquet rows",
@@ -248,18 +240,6 @@ def streamed_card(
             "holdout_links": [links.names[i] for i in split.holdout],
             "evaluation_rows_limit": options.max_eval_rows,
         },
-        "seed": options.seed,
-        "architecture": {
-            "widths": list(options.network.widths),
-            "dropout": options.network.dropout,
-            "output_activation": options.network.output_activation,
-            "optimizer": options.network.optimizer,
-            "learning_rate": options.network.learning_rate,
-            "loss": "mse",
-            "batch_size": BATCH_SIZE,
-        },
-        "epochs": options.epochs,
-        "final_training_loss": losses[-1],
-        "training_seconds": round(seconds, 1),
-        "trained_on": f"{platform.machine()} Python {platform.python_version()}",
-    }
+        losses=losses,
+        seconds=seconds,
+    )

@@ -155,30 +155,53 @@ def _dataset_summary(dataset: Dataset, split: LinkSplit, seconds: float) -> str:
 def build_card(
     options: TrainOptions, dataset: Dataset, split: LinkSplit, losses: list[float], seconds: float
 ) -> dict[str, Any]:
-    """Model card fields (save_bundle adds sha256 and feature_names)."""
+    """Model card fields of an in-memory run (save_bundle adds sha256 and feature_names)."""
+    return card_fields(
+        kind="sim" if options.source.simulated else "real",
+        target=options.target,
+        seed=options.seed,
+        network=options.network,
+        epochs=options.epochs,
+        training_data=_data_card(options, dataset, split),
+        losses=losses,
+        seconds=seconds,
+    )
+
+
+def card_fields(
+    *,
+    kind: str,
+    target: str,
+    seed: int,
+    network: NetworkConfig,
+    epochs: int,
+    training_data: dict[str, Any],
+    losses: list[float],
+    seconds: float,
+) -> dict[str, Any]:
+    """The model card of any training run, `kind` ("sim" or "real") naming its version."""
     created = datetime.now(UTC)
-    kind = "sim" if options.source.simulated else "real"
     return {
         "name": MODEL_NAME,
-        "version": f"{kind}-{created:%Y%m%d}-{options.seed}",
+        "version": f"{kind}-{created:%Y%m%d}-{seed}",
         "created": created.isoformat(timespec="seconds"),
         "target": {
-            "name": options.target,
-            "definition": TARGET_DEFINITIONS[options.target],
-            "decision_threshold": DECISION_THRESHOLD[options.target],
+            "name": target,
+            "definition": TARGET_DEFINITIONS[target],
+            "decision_threshold": DECISION_THRESHOLD[target],
         },
-        "training_data": _data_card(options, dataset, split),
-        "seed": options.seed,
+        "training_data": training_data,
+        "seed": seed,
         "architecture": {
-            "widths": list(options.network.widths),
-            "dropout": options.network.dropout,
-            "output_activation": options.network.output_activation,
-            "optimizer": options.network.optimizer,
-            "learning_rate": options.network.learning_rate,
+            "widths": list(network.widths),
+            "dropout": network.dropout,
+            "output_activation": network.output_activation,
+            "optimizer": network.optimizer,
+            "learning_rate": network.learning_rate,
             "loss": "mse",
             "batch_size": BATCH_SIZE,
         },
-        "epochs": options.epochs,
+        "epochs": epochs,
         "final_training_loss": losses[-1],
         "training_seconds": round(seconds, 1),
         "trained_on": f"{platform.machine()} Python {platform.python_version()}",

@@ -21,6 +21,7 @@ pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
+from benchmarks.served_calibration import replay_fluid_mesh  # noqa: E402
 from models.bundle import CALIBRATION_FILE, CARD_FILE, load_bundle  # noqa: E402
 from models.network import NetworkConfig  # noqa: E402
 from service.analysis.calibration import Calibration, calibrated_estimates  # noqa: E402
@@ -44,15 +45,8 @@ from training.dataset import (  # noqa: E402
     WARMUP_MINUTES,
     DataSource,
     build_fluid_dataset,
-    mesh_endpoints,
-    minute_messages,
 )
 from training.evaluate import evaluate_all_links, predict  # noqa: E402
-from training.simulator_fluid import (  # noqa: E402
-    build_fluid_mesh,
-    simulate_fluid_minutes,
-    simulate_traffic,
-)
 from training.train import TrainOptions, TrainResult, train_bundle  # noqa: E402
 
 SEED = 3
@@ -213,14 +207,7 @@ def test_served_congestion_probability_equals_the_evaluated_one(trained: TrainRe
     )
 
     runtime = build_runtime(Settings(model=str(trained.directory), publish_telemetry=False))
-    mesh = build_fluid_mesh(sites, SEED)
-    first = start - WARMUP_MINUTES
-    traffic = simulate_traffic(mesh, first - 1, WARMUP_MINUTES + rows + 1, SEED)
-    endpoints = mesh_endpoints(mesh.hosts)
-    for measured in simulate_fluid_minutes(mesh, traffic, SEED, first_minute=first):
-        runtime.state.apply_batch(
-            minute_messages(measured, endpoints), (measured.minute + 1) * 60.0
-        )
+    endpoints = replay_fluid_mesh(runtime.state, sites, SEED, start, rows)
     runtime.cycle.recompute()
     with serve_app(create_app(runtime)) as url:
         served = httpx.get(f"{url}/costmatrix").json()["links"]
