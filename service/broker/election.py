@@ -10,7 +10,10 @@ failover, TLS, heart-beats, reconnecting) on which it
   declared with ``x-single-active-consumer: true`` (RabbitMQ's STOMP plugin passes no such
   argument on SUBSCRIBE, so nettel cannot declare it; a missing queue is refused with a
   reason, see docs/high-availability.md);
-- sends a token there every `interval` seconds, expiring after `timeout` (so none piles up).
+- sends a token there every `interval` seconds, expiring after `timeout` (so none piles up),
+  numbered: a replica receiving tokens whose own do not come back has found a queue that
+  delivers round robin (`lease.OwnTokens`): `lease_shared`, an error in the log,
+  `nettel_ha_lease_shared`.
 
 Only the broker's active consumer receives tokens; `lease.Lease` turns their arrival into the
 replica's role, and the replica that leads publishes telemetry. A replica that loses its broker
@@ -30,11 +33,13 @@ import stomp
 from stomp.exception import StompException
 
 from service.broker.flavour import Flavour, resolve_flavour
-from service.broker.lease import Lease, LeaseTiming, Role, Transition
+from service.broker.lease import Lease, LeaseTiming, OwnTokens, Role, Transition
 from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
 from service.config import BrokerFlavour
 
+#: Lease timeouts in which OwnTokens' misses must fall to call the lease queue shared.
+SHARED_QUEUE_WINDOW = 5
 #: Seconds to wait for the broker's answer to the lease SUBSCRIBE.
 SUBSCRIBE_TIMEOUT = 10.0
 SUBSCRIBE_RECEIPT = "nettel-ha-lease"
@@ -63,7 +68,8 @@ class _Tokens(stomp.ConnectionListener):
         self.refusal: str | None = None
 
     def on_message(self, frame: stomp.utils.Frame) -> None:
-        self._election.token_received()
+        body = frame.body
+        self._election.token_received(body.decode() if isinstance(body, bytes) else body)
 
     def on_error(self, frame: stomp.utils.Frame) -> None:
         self.refusal = frame.headers.get("message") or str(frame.body)[:200]
@@ -95,6 +101,7 @@ class BrokerElection:
         self._log = log or logging.getLogger("nettel.ha")
         self._lock = threading.Lock()
         self._lease = Lease(timing, clock)
+        self._own_tokens = OwnTokens(timing.timeout, SHARED_QUEUE_WINDOW * timing.timeout, clock)
         self._tokens = _Tokens(self)
         self._link = BrokerLink(
             access,
@@ -116,6 +123,12 @@ class BrokerElection:
         return self._lease.role is Role.LEADER
 
     @property
+    def lease_shared(self) -> bool:
+        """The lease queue gives tokens to several consumers (misdeclared: each of them leads)."""
+        with self._lock:
+            return self._own_tokens.shared
+
+    @property
     def transitions(self) -> int:
         """Role changes since start."""
         return self._lease.transitions
@@ -131,9 +144,21 @@ class BrokerElection:
         self._link.stop(timeout)
         self._changed(self._lease_call(self._lease.connection_lost))
 
-    def token_received(self) -> None:
-        """A token arrived (stomp.py's receiver thread)."""
-        self._changed(self._lease_call(self._lease.token_received))
+    def token_received(self, body: str) -> None:
+        """A token arrived (stomp.py's receiver thread); `body` is "<sender> <number>"."""
+        sender, _, number = body.rpartition(" ")
+        with self._lock:
+            changes = self._lease.token_received()
+            ours = sender == self._replica and number.isdigit()
+            newly_shared = self._own_tokens.received(int(number) if ours else None)
+        self._changed(changes)
+        if newly_shared:
+            self._log.error(
+                "ha lease queue delivers to more than one consumer: every replica of the group "
+                "may publish; declare it with x-single-active-consumer "
+                "(docs/high-availability.md)",
+                extra={"group": self.group, "queue": lease_destination(self.group, self._flavour)},
+            )
 
     def _run(self) -> None:
         tick = self._timing.interval / 4
@@ -160,14 +185,18 @@ class BrokerElection:
         else:
             headers = {"expires": str(int(time.time() * 1000) + timeout_ms)}
         destination = lease_destination(self.group, self._flavour)
+        with self._lock:
+            body = f"{self._replica} {self._own_tokens.next_token()}"
         try:
-            connection.send(destination, self._replica, "text/plain", headers)
+            connection.send(destination, body, "text/plain", headers)
         except (StompException, OSError) as error:
             self._log.warning("ha token not sent", extra={"error": repr(error)})
             self._link.report_lost(connection)
 
     def _subscribe(self, connection: BufferedConnection12) -> None:
         """BrokerLink's step after CONNECT: start from standby, join the lease queue."""
+        with self._lock:
+            self._own_tokens.restart()
         self._changed(self._lease_call(self._lease.connection_lost))
         flavour, _ = resolve_flavour(self._flavour_setting, connection.server)
         if flavour == "artemis":

@@ -13,7 +13,8 @@ STOMP; this module only decides, from what happened and when:
 - ``leader``: tokens have been arriving for `timeout` and the last came within `timeout`.
 
 A lost broker connection drops to ``standby`` at once. Each call returns the changes of role it
-made, as `Transition`s.
+made, as `Transition`s. `OwnTokens` tells from the replica's own tokens whether the queue
+really has one active consumer (a RabbitMQ queue declared without it has not).
 """
 
 from __future__ import annotations
@@ -98,3 +99,63 @@ class Lease:
         self._role = role
         self.transitions += 1
         return transition
+
+
+class OwnTokens:
+    """Whether the lease queue hands its messages to one consumer at a time, told by this
+    replica's own tokens; not thread-safe (its caller holds a lock).
+
+    The active consumer of a single-active-consumer (or exclusive) queue receives every token,
+    its own within moments of sending them. So once this replica receives tokens, an own token
+    sent since that has not come back while tokens kept arriving for longer than `timeout`
+    (when it expires) was given to another consumer: the queue delivers round robin (a RabbitMQ
+    queue declared without x-single-active-consumer), and every replica leads. `shared` is true
+    while `MISSES_SHOWING_SHARED` such misses fell within the last `window` seconds. Tokens sent
+    before the first one received (another replica was the active consumer) do not count, and a
+    new connection starts again (`restart`).
+    """
+
+    MISSES_SHOWING_SHARED = 2
+
+    def __init__(self, timeout: float, window: float, clock: Callable[[], float]) -> None:
+        self._timeout = timeout
+        self._window = window
+        self._clock = clock
+        self._last_number = 0
+        self._receiving = False
+        self._unreturned: dict[int, float] = {}  # own token -> when sent, while receiving
+        self._misses: list[float] = []  # when each miss was seen, oldest first
+
+    def next_token(self) -> int:
+        """The number of the token this replica sends now."""
+        self._last_number += 1
+        if self._receiving:
+            self._unreturned[self._last_number] = self._clock()
+        return self._last_number
+
+    def received(self, own_number: int | None) -> bool:
+        """A token arrived: one of ours (its number) or another replica's (None); True if it
+        made `shared` true."""
+        was_shared = self.shared
+        now = self._clock()
+        self._receiving = True
+        if own_number is not None:
+            self._unreturned.pop(own_number, None)
+        missed = [n for n, sent in self._unreturned.items() if now - sent > self._timeout]
+        for number in missed:
+            del self._unreturned[number]
+        if missed:
+            kept = [seen for seen in self._misses if seen >= now - self._window]
+            self._misses = kept + [now] * len(missed)
+        return self.shared and not was_shared
+
+    def restart(self) -> None:
+        """A new broker connection: tokens sent before it may have gone anywhere."""
+        self._receiving = False
+        self._unreturned.clear()
+        self._misses.clear()
+
+    @property
+    def shared(self) -> bool:
+        horizon = self._clock() - self._window
+        return sum(seen >= horizon for seen in self._misses) >= self.MISSES_SHOWING_SHARED

@@ -206,6 +206,12 @@ def _high_availability(runtime: Runtime) -> Iterator[GaugeMetricFamily | Counter
         "when it publishes telemetry at all).",
         value=1.0 if publishes else 0.0,
     )
+    yield GaugeMetricFamily(
+        "nettel_ha_lease_shared",
+        "1 while the --ha-group's lease queue hands tokens to more than one replica (a RabbitMQ "
+        "queue declared without x-single-active-consumer: every replica may publish).",
+        value=1.0 if election is not None and election.lease_shared else 0.0,
+    )
     yield CounterMetricFamily(
         "nettel_ha_transitions",
         "Role changes (standby, acquiring, leader) in this replica's --ha-group election.",

@@ -140,7 +140,11 @@ def readyz(runtime: RuntimeDep) -> Response:
     ready, problems = runtime.ready()
     readiness: dict[str, object] = {"ready": ready, "problems": problems}
     if (election := runtime.election) is not None:
-        readiness["ha"] = {"group": election.group, "role": election.role.value}
+        readiness["ha"] = {
+            "group": election.group,
+            "role": election.role.value,
+            "lease_shared": election.lease_shared,
+        }
     body = orjson.dumps(readiness)
     return Response(body, status_code=200 if ready else 503, media_type=JSON)
 

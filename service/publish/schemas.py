@@ -54,6 +54,10 @@ class HighAvailabilityOut(BaseModel):
         description="leader: this replica publishes telemetry; acquiring: it will after the "
         "lease timeout; standby: another replica (or none) does"
     )
+    lease_shared: bool = Field(
+        description="the group's lease queue hands tokens to more than one replica: it was "
+        "declared without single active consumer, and every replica may publish"
+    )
 
 
 class ReadinessOut(BaseModel):

@@ -1,10 +1,11 @@
-"""The lease state machine of an --ha-group, on a hand-moved clock: exact times of each role."""
+"""The lease state machine of an --ha-group, on a hand-moved clock: exact times of each role;
+and OwnTokens telling a round-robin lease queue by own tokens that do not come back."""
 
 from __future__ import annotations
 
 import pytest
 
-from service.broker.lease import Lease, LeaseTiming, Role, Transition
+from service.broker.lease import Lease, LeaseTiming, OwnTokens, Role, Transition
 
 TIMING = LeaseTiming(interval=2.0, timeout=6.0)
 
@@ -110,3 +111,51 @@ def test_lost_connection_steps_down_at_once(clock):
 def test_timing_needs_a_timeout_of_two_intervals(interval, timeout):
     with pytest.raises(ValueError, match="timeout >= 2 x interval"):
         LeaseTiming(interval, timeout)
+
+
+def test_the_single_active_consumer_gets_its_own_tokens_back_and_is_never_shared(clock):
+    tokens = OwnTokens(timeout=6.0, window=30.0, clock=clock)
+    for _ in range(100):  # its own and another replica's, each every 2 s
+        clock.now += 1.0
+        assert tokens.received(tokens.next_token()) is False
+        clock.now += 1.0
+        assert tokens.received(None) is False
+    assert tokens.shared is False
+
+
+def test_round_robin_is_shared_at_the_second_own_token_missing_past_the_timeout(clock):
+    tokens = OwnTokens(timeout=6.0, window=30.0, clock=clock)
+    assert tokens.next_token() == 1  # sent before any token came: not counted
+    clock.now += 1.0
+    assert tokens.received(None) is False  # 101: receiving from here
+    sent = {tokens.next_token(): clock.now}  # 2 at 101; it goes to the other replica
+    clock.now += 2.0
+    sent[tokens.next_token()] = clock.now  # 3 at 103, also elsewhere
+    clock.now = 107.0  # token 2 is 6 s old: not yet past the timeout
+    assert tokens.received(None) is False and tokens.shared is False
+    clock.now = 107.5  # token 2 is missed; token 3 not yet
+    assert tokens.received(None) is False and tokens.shared is False
+    clock.now = 109.5  # token 3 missed too: shared
+    assert tokens.received(None) is True and tokens.shared is True
+    assert sent == {2: 101.0, 3: 103.0}
+    clock.now = 137.0  # the first miss (107.5) has left the 30 s window
+    assert tokens.shared is True
+    clock.now = 137.6
+    assert tokens.shared is False
+
+
+def test_only_tokens_that_kept_others_coming_count_and_a_new_connection_starts_again(clock):
+    tokens = OwnTokens(timeout=6.0, window=30.0, clock=clock)
+    tokens.received(None)
+    tokens.next_token()
+    clock.now += 100.0  # nothing arrived meanwhile: the broker gave nothing to anybody
+    assert tokens.shared is False
+    tokens.restart()  # the connection broke: what was sent before is forgotten
+    clock.now += 1.0
+    tokens.received(None)
+    own = tokens.next_token()
+    clock.now += 7.0
+    assert tokens.received(own) is False  # late, but back: not a miss
+    tokens.next_token()
+    clock.now += 7.0
+    assert tokens.received(None) is False and tokens.shared is False  # one miss only

@@ -5,7 +5,8 @@ A feed gives every link a new minute every `MINUTE_SECONDS` s (loss alternating 
 every new minute changes the cost and is published); a subscriber counts telemetry messages per
 link and minute. In steady state each (link, minute) arrives exactly once; after SIGKILL of the
 leader the other replica publishes within 15 s, and around the switch each link has at most one
-minute duplicated or missing (docs/high-availability.md).
+minute duplicated or missing (docs/high-availability.md). A RabbitMQ lease queue declared without
+single active consumer is reported by both replicas.
 """
 
 from __future__ import annotations
@@ -61,11 +62,16 @@ class MinuteFeed:
             self._stop.wait(MINUTE_SECONDS)
 
 
-def role(url: str) -> str | None:
+def readiness_ha(url: str) -> dict:
+    """/readyz's `ha` field ({} while the replica does not answer)."""
     try:
-        return httpx.get(f"{url}/readyz", timeout=2.0).json()["ha"]["role"]
+        return httpx.get(f"{url}/readyz", timeout=2.0).json()["ha"]
     except (httpx.HTTPError, KeyError, ValueError):
-        return None
+        return {}
+
+
+def role(url: str) -> str | None:
+    return readiness_ha(url).get("role")
 
 
 def counts(messages) -> Counter[tuple[str, int]]:
@@ -126,6 +132,7 @@ def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nett
         assert published >= set(steady_minutes[:-1])  # the last one may be under way
     assert metric_value(survivor.url, "nettel_ha_leader") == 1.0
     assert metric_value(survivor.url, "nettel_ha_transitions_total") >= 2  # acquiring, leader
+    assert metric_value(survivor.url, "nettel_ha_lease_shared") == 0.0  # its tokens all came back
     for source in LINKS:
         seen = Counter({m: n for (s, m), n in (steady + after).items() if s == source})
         span = {m for m in fed if min(seen) <= m <= max(seen)}
@@ -133,3 +140,29 @@ def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nett
         missing = span - set(seen)
         assert len(duplicated) + len(missing) <= 1, (source, duplicated, missing)
         assert max(seen) >= max(fed) - 60  # the survivor keeps publishing
+
+
+def test_a_lease_queue_without_single_active_consumer_is_reported(rabbitmq, nettel_service):
+    """The operator's mistake on RabbitMQ: the queue delivers tokens round robin, so both
+    replicas lead; each finds gaps in its own tokens and says so."""
+    group = f"t{uuid.uuid4().hex[:8]}"
+    rabbitmq.declare_queue(f"nettel.ha.{group}", {})  # no x-single-active-consumer
+    replicas = [
+        nettel_service(
+            rabbitmq.brokers,
+            *SERVE_ARGS,
+            *LEASE_ARGS,
+            *("--ha-group", group, "--client-id", f"{group}-{name}"),
+            "--publish-telemetry",
+            "false",
+        )
+        for name in ("a", "b")
+    ]
+    for replica in replicas:
+        wait_for(
+            lambda r=replica: readiness_ha(r.url).get("lease_shared"),
+            timeout=20,
+            what="the shared lease queue found",
+        )
+        assert metric_value(replica.url, "nettel_ha_lease_shared") == 1.0
+        assert "ha lease queue delivers to more than one consumer" in replica.log_text()
