@@ -1,8 +1,8 @@
-"""`nettel serve --warm-from` against a real peer `nettel serve` and a real broker: the replica is
-ready with the peer's exact state (15,000 full links), misses nothing published while it takes
-the snapshot, then counts every datapoint from the broker once, also those its warm state
-already holds; a refused or corrupt warm start starts from its own state with its reason; a
-replica with no snapshot of its own takes a peer's from a shared directory."""
+"""`nettel serve --warm-from` against a real peer `nettel serve` and a real broker (ActiveMQ, then
+RabbitMQ): the replica is ready with the peer's exact state (15,000 full links), misses nothing
+published while it takes the snapshot, then counts every datapoint from the broker once, also
+those its warm state already holds; a refused or corrupt warm start starts from its own state
+with its reason; a replica with no snapshot of its own takes a peer's from a shared directory."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import pytest
 
 from benchmarks.link_fill import link_endpoints, write_snapshot
 from devtools.activemq import ActiveMQProcess
+from devtools.broker_process import BrokerProcess
 from devtools.service_process import ServiceProcess, wait_for_status
 from service.config import DELAY_TOPIC, LOSS_TOPIC
 from service.state.link_state import LinkState
@@ -109,14 +110,18 @@ def newest_minute(service: ServiceProcess, link: tuple[str, str]) -> int | None:
 
 
 def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice(
-    activemq: ActiveMQProcess, nettel_service: Callable[..., ServiceProcess], tmp_path: Path
+    stomp_broker: BrokerProcess,
+    nettel_service: Callable[..., ServiceProcess],
+    tmp_path: Path,
 ) -> None:
     write_snapshot(tmp_path / "peer", LINKS, time.time())
-    peer = serve(nettel_service, activemq.brokers, "peer", "--state-dir", str(tmp_path / "peer"))
-    wait_until_subscribed(peer.url, activemq.brokers)
+    peer = serve(
+        nettel_service, stomp_broker.brokers, "peer", "--state-dir", str(tmp_path / "peer")
+    )
+    wait_until_subscribed(peer.url, stomp_broker.brokers)
     links = link_endpoints(LINKS)
     early, gap, late, window = links[10], links[15], links[20], links[30]
-    publisher = Publisher(activemq.brokers)
+    publisher = Publisher(stomp_broker.brokers)
     now_minute = current_minute_ts()
     publish_minute(publisher, early, now_minute)  # the peer alone has it: in the warm state
     wait_for(lambda: newest_minute(peer, early) == now_minute, what="the peer applying it")
@@ -128,7 +133,12 @@ def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice
 
     with relay(peer, publish_after_the_snapshot) as url:
         replica = serve(
-            nettel_service, activemq.brokers, "replica", "--warm-from", url, NETTEL_WARM_TOKEN=TOKEN
+            nettel_service,
+            stomp_broker.brokers,
+            "replica",
+            "--warm-from",
+            url,
+            NETTEL_WARM_TOKEN=TOKEN,
         )
     assert metric_value(replica.url, "nettel_warm_start_total", outcome="loaded") == 1
     wait_for(
@@ -139,7 +149,7 @@ def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice
     assert_same_state(state_of(peer), warm)  # the snapshot's window, and the gap's minute
     assert metric_value(replica.url, "nettel_datapoints_applied_total") == 2  # the gap's only
 
-    wait_until_subscribed(replica.url, activemq.brokers)  # probes: a minute both hold already
+    wait_until_subscribed(replica.url, stomp_broker.brokers)  # probes: a minute both hold already
     publish_minute(publisher, early, now_minute)  # again, as a redelivery would bring it
     publish_minute(publisher, window, now_minute - 5 * 60)  # a minute inside both windows
     publish_minute(publisher, late, now_minute)  # a new minute for both
