@@ -1,7 +1,8 @@
 """Dataset build speed and memory: `nettel dataset --engine spark` (local mode) vs in memory.
 
     python -m benchmarks.spark_dataset [--sites 12] [--days 0.25] [--scales 1,2,4]
-                                       [--cores 2] [--output out/spark_dataset]
+                                       [--cores 2] [--points-per-group N]
+                                       [--output out/spark_dataset]
 
 Input: a simulated mesh (`training.simulator`) written as a bus capture (one histogram-owdelay
 and one packet-loss-rate message per link and minute, `training.bus_format`) and one flow file
@@ -9,7 +10,8 @@ per link for the router map, `scale` x `days` long, under `--output` (git-ignore
 Each engine runs as its own `python -m service dataset` process; its wall time and the peak of
 the summed RSS of its process tree (driver, JVM, Python workers), sampled every 0.2 s, are
 reported with rows per second, for every scale. The Spark runs use `local[<cores>]`, shuffle
-partitions = cores and the job's default group size. Prints a table and writes report.json.
+partitions = cores and the job's group size (`--points-per-group`, default the job's own).
+Prints a table and writes report.json.
 """
 
 from __future__ import annotations
@@ -83,7 +85,9 @@ def write_router_map(directory: Path, mesh: Mesh, utilisation: np.ndarray, first
     (directory / "map.json").write_text(json.dumps({"links": links}))
 
 
-def run_engine(engine: str, directory: Path, cores: int) -> dict[str, float]:
+def run_engine(
+    engine: str, directory: Path, cores: int, points_per_group: int | None = None
+) -> dict[str, float]:
     """Time one `nettel dataset` process; peak RSS of its whole process tree."""
     command = [
         sys.executable,
@@ -102,6 +106,8 @@ def run_engine(engine: str, directory: Path, cores: int) -> dict[str, float]:
     if engine == "spark":
         command += ["--spark-master", f"local[{cores}]", "--spark-conf", "spark.ui.enabled=false"]
         command += ["--spark-conf", f"spark.sql.shuffle.partitions={cores}"]
+        if points_per_group is not None:
+            command += ["--points-per-group", str(points_per_group)]
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -143,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scales", default="1,2,4")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--engines", default="memory,spark")
+    parser.add_argument(
+        "--points-per-group",
+        type=int,
+        default=None,
+        help="Spark's link-group bound in datapoints (default: the job's own, 400,000)",
+    )
     parser.add_argument("--output", type=Path, default=Path("out/spark_dataset"))
     args = parser.parse_args(argv)
     results = []
@@ -151,14 +163,20 @@ def main(argv: list[str] | None = None) -> int:
         messages = write_input(directory, args.sites, args.days * scale)
         for engine in args.engines.split(","):
             result = {"scale": scale, "engine": engine, "messages": messages}
-            result |= run_engine(engine, directory, args.cores)
+            result |= run_engine(engine, directory, args.cores, args.points_per_group)
             results.append(result)
             print(
                 f"x{scale} {engine:6s} {result['rows']:>9,} rows {result['seconds']:7.1f} s"
                 f" {result['rows_per_second']:>9,.0f} rows/s  peak {result['peak_mb']:6,.0f} MB",
                 flush=True,
             )
-    report = {"sites": args.sites, "days_1x": args.days, "cores": args.cores, "results": results}
+    report = {
+        "sites": args.sites,
+        "days_1x": args.days,
+        "cores": args.cores,
+        "points_per_group": args.points_per_group,
+        "results": results,
+    }
     (args.output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return 0
 

@@ -145,19 +145,25 @@ def _run_backfill(args: argparse.Namespace) -> int:
     from service.runtime import backfill_settings, restore_state, topic_kinds
     from service.state.journal import Journal
     from service.state.snapshot_store import SnapshotStore
+    from service.state.state_dir_lock import StateDirLock
 
     settings = load_settings(**{name: getattr(args, name) for name in BACKFILL_COMMAND_SETTINGS})
     archive = backfill_settings(settings)
     if settings.state_dir is None or archive is None:
         raise ConfigError("nettel backfill needs --state-dir and --backfill-from")
     configure_logging(settings.log_level)
-    store = SnapshotStore(settings.state_dir)
-    state = restore_state(settings, store)
-    pipeline = IngestPipeline(state, topic_kinds(settings))
-    persistence = Persistence(pipeline, store, Journal(store.directory), _nothing_to_acknowledge)
-    persistence.replay_journal()
-    report = ArchiveBackfill(state, archive).run()
-    persistence.stop()  # writes the snapshot, then closes the journal
+    lock = StateDirLock(settings.state_dir)  # a running serve on the same directory is refused
+    try:
+        store = SnapshotStore(settings.state_dir)
+        state = restore_state(settings, store)
+        pipeline = IngestPipeline(state, topic_kinds(settings))
+        journal = Journal(store.directory)
+        persistence = Persistence(pipeline, store, journal, _nothing_to_acknowledge)
+        persistence.replay_journal()
+        report = ArchiveBackfill(state, archive).run()
+        persistence.stop()  # writes the snapshot, then closes the journal
+    finally:
+        lock.release()
     print(orjson.dumps(report.summary()).decode())
     return 0 if report.complete else 1
 

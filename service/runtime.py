@@ -31,6 +31,7 @@ from service.state.journal import Journal
 from service.state.link_state import LinkState
 from service.state.retirement import LinkRetirement
 from service.state.snapshot_store import SnapshotStore
+from service.state.state_dir_lock import StateDirLock
 from service.state.topology import Topology
 from service.state.topology_file import LoadedTopology, load_topology
 from service.state.topology_refresh import TopologyRefresher, log_loaded
@@ -57,6 +58,8 @@ class Runtime:
     warm: WarmSource | None = None
     #: How --warm-from ended (None without it or before start).
     warm_outcome: WarmOutcome | None = None
+    #: This process's hold on --state-dir (None without it).
+    state_dir_lock: StateDirLock | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
@@ -103,6 +106,8 @@ class Runtime:
             self.parsers.stop()
         if self.topology is not None:
             self.topology.stop()
+        if self.state_dir_lock is not None:
+            self.state_dir_lock.release()
 
     def reload_model(self) -> ModelInfo:
         """Re-read the model bundle without touching link state; ModelBundleError keeps the old."""
@@ -133,6 +138,7 @@ class Runtime:
 
 
 def build_runtime(settings: Settings) -> Runtime:
+    lock = StateDirLock(settings.state_dir) if settings.state_dir else None
     store = SnapshotStore(settings.state_dir) if settings.state_dir else None
     loaded = read_topology(settings)
     state = restore_state(settings, store, loaded)
@@ -199,6 +205,7 @@ def build_runtime(settings: Settings) -> Runtime:
         topology=topology_refresher(settings, state, loaded),
         election=build_election(settings),
         warm=warm_source(settings, store),
+        state_dir_lock=lock,
     )
 
 
