@@ -2,10 +2,12 @@
 
 On connect a client gets the whole matrix (event `matrix`), then after every recompute an event
 `changes` with the links whose cost moved by more than `stream_cost_step` (or whose congested
-flag flipped) since they were last sent to that client; an empty list still tells the client a
-new matrix exists. Event ids are the snapshot's `generated_at`. Nothing is replayed: a client
-that reconnects (with or without `Last-Event-ID`) gets the whole matrix again. A comment line
-every `keepalive` seconds keeps proxies from closing an idle stream.
+flag flipped) since they were last sent to that client, and under `removed` the source and
+destination of every link sent to it that the matrix no longer has (retired, or a site pair
+whose last link went); empty lists still tell the client a new matrix exists. Event ids are the
+snapshot's `generated_at`. Nothing is replayed: a client that reconnects (with or without
+`Last-Event-ID`) gets the whole matrix again. A comment line every `keepalive` seconds keeps
+proxies from closing an idle stream.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ def _moved(link: LinkRecord, last: tuple[float | None, bool] | None, step: float
     if cost is None or last_cost is None:
         return cost != last_cost
     return abs(cost - last_cost) > step
+
+
+def removed_links(links: Sequence[LinkRecord], sent: Sent) -> list[LinkKey]:
+    """Links in `sent` that `links` no longer has."""
+    present = {_key(link) for link in links}
+    return [key for key in sent if key not in present]
 
 
 def _key(link: LinkRecord) -> LinkKey:
@@ -129,8 +137,17 @@ class MatrixStream:
 
     def _changes_event(self, matrix: CostMatrix, links: Sequence[LinkRecord], sent: Sent) -> bytes:
         moved = moved_links(links, sent, self._step)
+        removed = removed_links(links, sent)
+        for key in removed:
+            del sent[key]
         _remember(sent, moved)
-        body = orjson.dumps({"generated_at": matrix.generated_at, "links": moved})
+        body = orjson.dumps(
+            {
+                "generated_at": matrix.generated_at,
+                "links": moved,
+                "removed": [{"source": source, "destination": dest} for source, dest in removed],
+            }
+        )
         return sse_event("changes", event_id(matrix), body)
 
     def _wake_all(self) -> None:
@@ -155,7 +172,8 @@ def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:
     async def costmatrix_stream(
         level: Level = "host", stream: MatrixStream = Depends(get_stream)
     ) -> StreamingResponse:
-        """Server-sent events: `matrix` on connect, then `changes` after every recompute."""
+        """Server-sent events: `matrix` on connect, then `changes` (moved and removed links)
+        after every recompute."""
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(
             stream.events(level), media_type="text/event-stream", headers=headers

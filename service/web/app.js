@@ -76,6 +76,11 @@
     events.addEventListener("changes", (event) => {
       const changes = JSON.parse(event.data);
       for (const link of changes.links) state.links.set(pairKey(link.source, link.destination), link);
+      for (const gone of changes.removed || []) {
+        const key = pairKey(gone.source, gone.destination);
+        state.links.delete(key);
+        state.history.delete(key);
+      }
       applyUpdate(changes.generated_at);
     });
   }

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from service.matrix.views import aggregate_sites
-from service.publish.stream import MatrixStream, moved_links, sse_event
+from service.publish.stream import MatrixStream, moved_links, removed_links, sse_event
 from tests.integration.wire import current_minute_ts, get_json, wait_for
 from tests.publish.support import host_link, make_matrix, read_events
 from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
@@ -27,6 +27,13 @@ def test_moved_links_compares_with_what_the_client_was_sent():
     assert moved_links([A | {"cost": 0.1101}], sent, step=0.01) == [A | {"cost": 0.1101}]
     assert moved_links([A | {"congested": True}], sent, step=0.01) == [A | {"congested": True}]
     assert moved_links([A | {"cost": None}], sent, step=0.01) == [A | {"cost": None}]
+
+
+def test_removed_links_are_those_sent_that_the_matrix_no_longer_has():
+    sent = {("192.0.2.1", "192.0.2.2"): (0.10, False), ("192.0.2.2", "192.0.2.1"): (0.2, False)}
+    assert removed_links([A, B], sent) == []
+    assert removed_links([B], sent) == [("192.0.2.1", "192.0.2.2")]
+    assert removed_links([], {}) == []
 
 
 def test_event_framing():
@@ -55,7 +62,39 @@ def test_client_gets_the_matrix_then_changes_and_the_stream_ends_on_close():
     assert matrix == sse_event("matrix", "100.000", first.body)
     event = next(read_events(iter(changes.decode().split("\n"))))
     assert (event["event"], event["id"]) == ("changes", "101.000")
-    assert json.loads(event["data"]) == {"generated_at": 101.0, "links": [A | {"cost": 0.5}]}
+    assert json.loads(event["data"]) == {
+        "generated_at": 101.0,
+        "links": [A | {"cost": 0.5}],
+        "removed": [],
+    }
+
+
+def test_a_link_that_leaves_the_matrix_is_announced_once_and_again_when_it_returns():
+    matrices = [make_matrix([A, B], 100.0), make_matrix([B], 101.0), make_matrix([B], 102.0)]
+    matrices.append(make_matrix([A, B], 103.0))
+    latest = [matrices[0]]
+    stream = MatrixStream(lambda: latest[0], lambda m: aggregate_sites(m.links), 0.01, 30.0)
+
+    async def scenario() -> list[dict[str, object]]:
+        events = stream.events("host")
+        await anext(events), await anext(events)  # retry, matrix
+        changes = []
+        for previous, current in zip(matrices, matrices[1:], strict=False):
+            latest[0] = current
+            stream.observe(previous, current)
+            chunk = await anext(events)
+            changes.append(json.loads(next(read_events(iter(chunk.decode().split("\n"))))["data"]))
+        stream.close()
+        return changes
+
+    retired, quiet, back = asyncio.run(scenario())
+    assert retired == {
+        "generated_at": 101.0,
+        "links": [],
+        "removed": [{"source": "192.0.2.1", "destination": "192.0.2.2"}],
+    }
+    assert quiet == {"generated_at": 102.0, "links": [], "removed": []}  # said once
+    assert back == {"generated_at": 103.0, "links": [A], "removed": []}  # new to the client again
 
 
 def test_site_level_clients_get_site_records():
