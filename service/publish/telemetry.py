@@ -58,16 +58,30 @@ class Batch:
 def changed_links(previous: CostMatrix | None, current: CostMatrix) -> list[LinkRecord]:
     """Links with data whose watched fields differ from `previous` (all of them without one).
 
-    Rows keep their link from one snapshot to the next (links are only appended), and an
-    unchanged link keeps its very record object, so most links are settled by an identity test.
+    Rows keep their link from one snapshot to the next while links are only appended, and an
+    unchanged link keeps its very record object, so most links are settled by an identity test;
+    a row that holds another link than before (rows moved up when links were retired) is
+    compared with that link's own previous record, found by its source and destination.
     """
     before = () if previous is None else previous.links
-    return [
-        link
-        for row, link in enumerate(current.links)
-        if link["last_measurement"] is not None
-        and (row >= len(before) or (link is not before[row] and _differs(link, before[row])))
-    ]
+    by_key: dict[tuple[str, str], LinkRecord] | None = None
+    changed = []
+    for row, link in enumerate(current.links):
+        if link["last_measurement"] is None:
+            continue
+        old = before[row] if row < len(before) else None
+        if old is link:
+            continue
+        if old is not None and not _same_link(old, link):
+            by_key = by_key or {(b["source"], b["destination"]): b for b in before}
+            old = by_key.get((link["source"], link["destination"]))
+        if old is None or _differs(link, old):
+            changed.append(link)
+    return changed
+
+
+def _same_link(a: LinkRecord, b: LinkRecord) -> bool:
+    return bool(a["source"] == b["source"] and a["destination"] == b["destination"])
 
 
 def _differs(link: LinkRecord, before: LinkRecord) -> bool:

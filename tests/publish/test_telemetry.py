@@ -76,6 +76,20 @@ def test_changed_links_are_those_with_data_whose_watched_fields_moved():
     assert changed_links(first, make_matrix([LINK, delay_only])) == []
 
 
+def test_links_moved_up_by_retirement_are_compared_with_their_own_last_record():
+    retired = host_link("192.0.2.1", "192.0.2.2")
+    kept = host_link("192.0.2.3", "192.0.2.4", cost=0.3)
+    moved = host_link("192.0.2.5", "192.0.2.6", cost=0.3)
+    first = make_matrix([retired, kept, moved])
+    assert changed_links(first, make_matrix([kept, moved])) == []  # rows shifted, nothing new
+    assert changed_links(first, make_matrix([moved, kept])) == []
+    assert changed_links(first, make_matrix([kept, moved | {"cost": 0.4}])) == [
+        moved | {"cost": 0.4}
+    ]
+    newcomer = host_link("192.0.2.7", "192.0.2.8", cost=0.3)
+    assert changed_links(first, make_matrix([kept, newcomer])) == [newcomer]
+
+
 def test_a_slow_broker_drops_the_oldest_batch_with_a_log_line(caplog):
     publisher = TelemetryPublisher(
         BrokerAccess([("127.0.0.1", 9)]), TOPIC, max_batches=2
