@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field
 
 #: A record as publishers handle it: a JSON-ready dict with the `LinkOut` fields.
 LinkRecord = dict[str, Any]
+#: A link's identity in a matrix: (source, destination).
+LinkKey = tuple[str, str]
 
 
 class DelayStats(BaseModel):
@@ -61,6 +63,10 @@ SITE_ONLY_KEYS = frozenset({"links"})
 #: A host-level record's keys, in the order the body lists them.
 HOST_RECORD_KEYS = tuple(name for name in LinkOut.model_fields if name not in SITE_ONLY_KEYS)
 DELAY_KEYS = tuple(DelayStats.model_fields)
+
+
+def link_key(link: LinkRecord) -> LinkKey:
+    return link["source"], link["destination"]
 
 
 def site_key(link: LinkRecord, side: str) -> str:

@@ -21,11 +21,10 @@ import orjson
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
-from service.matrix.link_record import LinkRecord
+from service.matrix.link_record import LinkKey, LinkRecord, link_key
 from service.matrix.snapshot import CostMatrix
 
 Level = Literal["host", "site"]
-LinkKey = tuple[str, str]
 Sent = dict[LinkKey, tuple[float | None, bool]]
 KEEPALIVE = b": keep-alive\n\n"
 
@@ -41,7 +40,7 @@ def event_id(matrix: CostMatrix) -> str:
 
 def moved_links(links: Sequence[LinkRecord], sent: Sent, step: float) -> list[LinkRecord]:
     """Links new to `sent`, whose cost moved by more than `step`, or whose congestion flipped."""
-    return [link for link in links if _moved(link, sent.get(_key(link)), step)]
+    return [link for link in links if _moved(link, sent.get(link_key(link)), step)]
 
 
 def _moved(link: LinkRecord, last: tuple[float | None, bool] | None, step: float) -> bool:
@@ -56,16 +55,12 @@ def _moved(link: LinkRecord, last: tuple[float | None, bool] | None, step: float
 
 def removed_links(links: Sequence[LinkRecord], sent: Sent) -> list[LinkKey]:
     """Links in `sent` that `links` no longer has."""
-    present = {_key(link) for link in links}
+    present = {link_key(link) for link in links}
     return [key for key in sent if key not in present]
 
 
-def _key(link: LinkRecord) -> LinkKey:
-    return link["source"], link["destination"]
-
-
 def _remember(sent: Sent, links: Sequence[LinkRecord]) -> None:
-    sent.update({_key(link): (link["cost"], link["congested"]) for link in links})
+    sent.update({link_key(link): (link["cost"], link["congested"]) for link in links})
 
 
 class MatrixStream:

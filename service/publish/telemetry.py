@@ -39,7 +39,7 @@ from stomp.exception import StompException
 
 from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
-from service.matrix.link_record import LinkRecord
+from service.matrix.link_record import LinkKey, LinkRecord, link_key
 from service.matrix.snapshot import CostMatrix
 
 Message = tuple[dict[str, str], bytes]
@@ -64,7 +64,7 @@ def changed_links(previous: CostMatrix | None, current: CostMatrix) -> list[Link
     compared with that link's own previous record, found by its source and destination.
     """
     before = () if previous is None else previous.links
-    by_key: dict[tuple[str, str], LinkRecord] | None = None
+    by_key: dict[LinkKey, LinkRecord] | None = None
     changed = []
     for row, link in enumerate(current.links):
         if link["last_measurement"] is None:
@@ -72,16 +72,12 @@ def changed_links(previous: CostMatrix | None, current: CostMatrix) -> list[Link
         old = before[row] if row < len(before) else None
         if old is link:
             continue
-        if old is not None and not _same_link(old, link):
-            by_key = by_key or {(b["source"], b["destination"]): b for b in before}
-            old = by_key.get((link["source"], link["destination"]))
+        if old is not None and link_key(old) != link_key(link):
+            by_key = by_key or {link_key(b): b for b in before}
+            old = by_key.get(link_key(link))
         if old is None or _differs(link, old):
             changed.append(link)
     return changed
-
-
-def _same_link(a: LinkRecord, b: LinkRecord) -> bool:
-    return bool(a["source"] == b["source"] and a["destination"] == b["destination"])
 
 
 def _differs(link: LinkRecord, before: LinkRecord) -> bool:
