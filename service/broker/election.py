@@ -10,10 +10,11 @@ failover, TLS, heart-beats, reconnecting) on which it
   declared with ``x-single-active-consumer: true`` (RabbitMQ's STOMP plugin passes no such
   argument on SUBSCRIBE, so nettel cannot declare it; a missing queue is refused with a
   reason, see docs/high-availability.md);
-- sends a token there every `interval` seconds, expiring after `timeout` (so none piles up),
-  numbered: a replica receiving tokens whose own do not come back has found a queue that
-  delivers round robin (`lease.OwnTokens`): `lease_shared`, an error in the log,
-  `nettel_ha_lease_shared`.
+- sends a token there every `interval` seconds (+-25 % at random: replicas sending in lockstep
+  would have a round-robin queue hand each its own tokens back, hiding the fault below),
+  expiring after `timeout` (so none piles up), numbered: a replica receiving tokens whose own
+  do not come back has found a queue that delivers round robin (`lease.OwnTokens`):
+  `lease_shared`, an error in the log, `nettel_ha_lease_shared`.
 
 Only the broker's active consumer receives tokens; `lease.Lease` turns their arrival into the
 replica's role, and the replica that leads publishes telemetry. A replica that loses its broker
@@ -25,6 +26,7 @@ Artemis is refused with a clear reason (its exclusive queues are configured on t
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +39,9 @@ from service.broker.lease import Lease, LeaseTiming, OwnTokens, Role, Transition
 from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
 from service.config import BrokerFlavour
+
+#: Token gaps are drawn from interval x [1 - TOKEN_JITTER, 1 + TOKEN_JITTER].
+TOKEN_JITTER = 0.25
 
 #: Lease timeouts in which OwnTokens' misses must fall to call the lease queue shared.
 SHARED_QUEUE_WINDOW = 5
@@ -171,7 +176,8 @@ class BrokerElection:
                 self._changed(self._lease_call(self._lease.tick))
                 if time.monotonic() >= next_token:
                     self._send_token(connection)
-                    next_token = time.monotonic() + self._timing.interval
+                    gap = self._timing.interval * random.uniform(1 - TOKEN_JITTER, 1 + TOKEN_JITTER)
+                    next_token = time.monotonic() + gap
             self._stop.wait(tick)
 
     def _lease_call(self, step: Callable[[], list[Transition]]) -> list[Transition]:
