@@ -110,3 +110,24 @@ def _fill_archive(
     archive["loss_n"][:n] = count
     archive["loss_mean"][:n] = rng.uniform(0.0, 2e-4, n)
     archive["loss_m2"][:n] = rng.uniform(0.0, 1e-6, n) * count
+
+
+def advance_minute(buffers: LinkBuffers, n: int, minute: int, rng: np.random.Generator) -> None:
+    """Write `minute` (the one after the newest) into every link's window, drawn from the same
+    model as `fill_buffers`: each link's base delay kept, jitter, queueing and loss redrawn. The
+    minute it replaces is not folded into the archive (all-time moments stay as they were)."""
+    slot = minute % WINDOW_MINUTES
+    base = buffers.series["delay_min"][:n, (slot - 1) % WINDOW_MINUTES]
+    jitter = rng.uniform(0.05, 0.4, n).astype(np.float32)
+    queue = _queueing_ms(rng, n)[:, 0]
+    mean = base + jitter + queue
+    buffers.slot_minute[:n, slot] = minute
+    series = buffers.series
+    series["delay_mean"][:n, slot] = mean
+    series["delay_median"][:n, slot] = mean - 0.3 * jitter
+    series["delay_std"][:n, slot] = jitter * rng.uniform(0.8, 3.0, n).astype(np.float32)
+    series["delay_min"][:n, slot] = base
+    series["loss"][:n, slot] = _loss(rng, n, queue)
+    buffers.latest_delay_minute[:n] = minute
+    buffers.latest_p95[:n] = mean + 2 * jitter
+    buffers.latest_minute[:n] = minute

@@ -1,5 +1,6 @@
 """ALTO's HTTP resources (RFC 7285): directory, network map, cost maps (GET, and POST for a
-filtered one) and the endpoint cost service (POST).
+filtered one) and the endpoint cost service (POST); RFC 8895's update stream service and the
+stream control of its streams (`alto_updates`).
 
 Replies carry their media type exactly as the RFC writes it, with no parameters (deployed
 clients compare the whole header). A POST body must come as the resource's media type (415
@@ -15,11 +16,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi.responses import StreamingResponse
 from fastapi.routing import APIRoute
 
 from service.publish.alto_openapi import (
     METRIC_PARAMETER,
+    STREAM_CONTROL_RESPONSES,
+    UPDATE_STREAM_RESPONSES,
     get_responses,
     post_responses,
     request_body_schema,
@@ -33,12 +37,19 @@ from service.publish.alto_protocol import (
     ENDPOINT_COST_MEDIA,
     ENDPOINT_COST_PARAMS_MEDIA,
     ERROR_MEDIA,
+    EVENT_STREAM_MEDIA,
     NETWORK_MAP_MEDIA,
+    UPDATE_STREAM_PARAMS_MEDIA,
     AltoError,
     accepts,
     bare_media_type,
 )
-from service.publish.alto_requests import parse_endpoint_cost, parse_filtered_cost_map
+from service.publish.alto_requests import (
+    parse_endpoint_cost,
+    parse_filtered_cost_map,
+    parse_update_stream,
+)
+from service.publish.alto_updates import AltoUpdates, TooManyStreams
 from service.publish.alto_view import METRICS, AltoView, CostMetric, directory_document
 
 MAX_REQUEST_BYTES = 1 << 20
@@ -102,11 +113,18 @@ async def offered_metric(request: Request) -> CostMetric:
     return METRICS[metric]
 
 
-def build_alto_router(current_view: Callable[..., AltoView]) -> APIRouter:
+def _client(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+def build_alto_router(
+    current_view: Callable[..., AltoView], get_updates: Callable[..., AltoUpdates]
+) -> APIRouter:
     """The ALTO resources under `/alto`; `current_view` is the dependency giving the latest
-    matrix's view (it may raise 503)."""
+    matrix's view (it may raise 503), `get_updates` the one giving the update stream service."""
     router = APIRouter(prefix="/alto", tags=["ALTO"], route_class=AltoRoute)
     latest = Depends(current_view)
+    update_params = Depends(request_body(UPDATE_STREAM_PARAMS_MEDIA))
 
     @router.get(
         "",
@@ -171,9 +189,53 @@ def build_alto_router(current_view: Callable[..., AltoView]) -> APIRouter:
         view: AltoView = latest,
     ) -> Response:
         """ALTO endpoint cost service: `application/alto-endpointcostparams+json` (11.5)."""
-        client = request.client.host if request.client else None
-        query = parse_endpoint_cost(body, METRICS, client)
+        query = parse_endpoint_cost(body, METRICS, _client(request))
         document = view.endpoint_cost_document(METRICS[query.metric], query.srcs, query.dsts)
         return alto_response(document, ENDPOINT_COST_MEDIA)
+
+    @router.post(
+        "/updates",
+        response_class=StreamingResponse,
+        dependencies=[Depends(replying(EVENT_STREAM_MEDIA))],
+        responses=UPDATE_STREAM_RESPONSES,
+        openapi_extra=request_body_schema(UPDATE_STREAM_PARAMS_MEDIA),
+    )
+    def update_stream(
+        request: Request,
+        body: bytes = update_params,
+        updates: AltoUpdates = Depends(get_updates),
+    ) -> StreamingResponse:
+        """ALTO update stream service (RFC 8895): `text/event-stream` of the substreams asked
+        for, each in full then as JSON merge patches; first event: the stream's control URI."""
+        try:
+            stream = updates.open(parse_update_stream(body), _client(request))
+        except TooManyStreams:
+            refused = "too many update streams open, or stopping"
+            raise HTTPException(503, refused, {"Retry-After": "60"}) from None
+        control_uri = f"{request.base_url}alto/updates/streams/{stream.id}"
+        headers = {  # exactly `text/event-stream`: no charset parameter added
+            "Content-Type": EVENT_STREAM_MEDIA,
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+        return StreamingResponse(updates.events(stream, control_uri), headers=headers)
+
+    @router.post(
+        "/updates/streams/{stream_id}",
+        status_code=204,
+        response_class=Response,
+        responses=STREAM_CONTROL_RESPONSES,
+        openapi_extra=request_body_schema(UPDATE_STREAM_PARAMS_MEDIA),
+    )
+    def stream_control(
+        stream_id: str,
+        request: Request,
+        body: bytes = update_params,
+        updates: AltoUpdates = Depends(get_updates),
+    ) -> Response:
+        """ALTO stream control (RFC 8895 section 7): add or remove substreams of an open update
+        stream; 204, the stream then announces them (`started`, `stopped`)."""
+        updates.control(stream_id, parse_update_stream(body), _client(request))
+        return Response(status_code=204)
 
     return router

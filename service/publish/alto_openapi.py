@@ -35,9 +35,11 @@ from service.publish.alto_protocol import (
     ENDPOINT_COST_MEDIA,
     ENDPOINT_COST_PARAMS_MEDIA,
     ERROR_MEDIA,
+    EVENT_STREAM_MEDIA,
     NETWORK_MAP_MEDIA,
+    UPDATE_STREAM_PARAMS_MEDIA,
 )
-from service.publish.alto_requests import COST_MODE, MAX_ENDPOINT_PAIRS
+from service.publish.alto_requests import COST_MODE, MAX_ENDPOINT_PAIRS, MAX_SUBSTREAMS
 from service.publish.alto_view import METRICS
 
 Schema = dict[str, Any]
@@ -235,6 +237,43 @@ _REQUESTS: dict[str, Schema] = {
     },
 }
 
+_REQUESTS[UPDATE_STREAM_PARAMS_MEDIA] = {
+    "title": "UpdateStreamReq (RFC 8895 sections 6.5 and 7.4)",
+    "type": "object",
+    "properties": {
+        "add": {
+            "type": "object",
+            "maxProperties": MAX_SUBSTREAMS,
+            "propertyNames": _PID | {"description": "a client-id (the syntax of a PID name)"},
+            "additionalProperties": {
+                "title": "AddUpdateReq",
+                "type": "object",
+                "required": ["resource-id"],
+                "properties": {
+                    "resource-id": {
+                        "type": "string",
+                        "description": "a resource of the directory (`GET /alto`) that the "
+                        "update stream `uses`",
+                    },
+                    "tag": {"type": "string", "description": "the network map version held"},
+                    "incremental-changes": {"type": "boolean", "default": True},
+                    "input": {
+                        "type": "object",
+                        "description": "the POST body of a filtered cost map or of the "
+                        "endpoint cost service (required for them, refused for the others)",
+                    },
+                },
+            },
+            "description": "substreams to start (on a new stream: at least one)",
+        },
+        "remove": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "client-ids of substreams to stop (stream control only)",
+        },
+    },
+}
+
 _EXAMPLES: dict[str, Any] = {
     COST_MAP_FILTER_MEDIA: {
         "cost-type": {"cost-mode": COST_MODE, "cost-metric": "delay-ow"},
@@ -246,6 +285,12 @@ _EXAMPLES: dict[str, Any] = {
             "srcs": ["ipv4:192.0.2.1"],
             "dsts": ["ipv4:198.51.100.20", "ipv6:2001:db8::1"],
         },
+    },
+    UPDATE_STREAM_PARAMS_MEDIA: {
+        "add": {
+            "sites": {"resource-id": "networkmap"},
+            "delays": {"resource-id": "costmap-delay-ow"},
+        }
     },
 }
 
@@ -275,6 +320,41 @@ _BAD_REQUEST = _error(
 )
 _TOO_LARGE = _error("E_SYNTAX: a body over 1 MiB")
 _WRONG_MEDIA = _error("E_INVALID_FIELD_VALUE (`Content-Type`): a body of another media type")
+
+
+_NO_STREAM = _error("E_INVALID_FIELD_VALUE (`control-uri`): no open stream has this control URI")
+_STREAM_LIMIT = {
+    "description": "too many update streams open, or the service is stopping (FastAPI's "
+    "error; `Retry-After` says when to try again)",
+    "content": _NO_MATRIX["content"],
+}
+_BODY_REFUSED: Responses = {
+    400: _error(
+        "the body is not JSON or not an object (E_SYNTAX), a field is missing (E_MISSING_FIELD), "
+        "of the wrong JSON type (E_INVALID_FIELD_TYPE) or of a value not offered "
+        "(E_INVALID_FIELD_VALUE: an unknown resource-id, a client-id already in use or not on "
+        "the stream, an `input` its resource refuses, named as `add/<client-id>/input/...`)"
+    ),
+    413: _TOO_LARGE,
+    415: _WRONG_MEDIA,
+}
+UPDATE_STREAM_RESPONSES: Responses = {
+    **_BODY_REFUSED,
+    200: {
+        "description": "server-sent events (RFC 8895 section 6.7): control updates (event "
+        "`application/alto-updatestreamcontrol+json`, first the `control-uri`) and data "
+        "updates (event `<media type>,<client-id>`: a full document, then "
+        "`application/merge-patch+json` patches)",
+        "content": {EVENT_STREAM_MEDIA: {"schema": {"type": "string"}}},
+    },
+    406: _NOT_ACCEPTABLE,
+    503: _STREAM_LIMIT,
+}
+STREAM_CONTROL_RESPONSES: Responses = {
+    **_BODY_REFUSED,
+    204: {"description": "done: the stream announces the substreams started and stopped"},
+    404: _NO_STREAM,
+}
 
 
 def get_responses(media_type: str, *, matrix: bool = True, metric: bool = False) -> Responses:

@@ -1,4 +1,5 @@
-"""What RFC 7285 fixes for every ALTO exchange: media types, errors, content negotiation.
+"""What RFC 7285 fixes for every ALTO exchange: media types (with RFC 8895's for update
+streams), errors, content negotiation.
 
 An error (section 8.5) is an `application/alto-error+json` document `{"meta": {"code": ...}}`
 with, where they help, `field` (a nested field named by its path: `cost-type/cost-metric`),
@@ -16,6 +17,10 @@ COST_MAP_FILTER_MEDIA = "application/alto-costmapfilter+json"
 ENDPOINT_COST_MEDIA = "application/alto-endpointcost+json"
 ENDPOINT_COST_PARAMS_MEDIA = "application/alto-endpointcostparams+json"
 ERROR_MEDIA = "application/alto-error+json"
+UPDATE_STREAM_PARAMS_MEDIA = "application/alto-updatestreamparams+json"
+UPDATE_STREAM_CONTROL_MEDIA = "application/alto-updatestreamcontrol+json"
+MERGE_PATCH_MEDIA = "application/merge-patch+json"
+EVENT_STREAM_MEDIA = "text/event-stream"
 
 E_SYNTAX = "E_SYNTAX"
 E_MISSING_FIELD = "E_MISSING_FIELD"

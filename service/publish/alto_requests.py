@@ -1,4 +1,5 @@
-"""The bodies of ALTO's POST resources, checked into queries (RFC 7285 sections 11.3.2.3, 11.5.1.3).
+"""The bodies of ALTO's POST resources, checked into queries (RFC 7285 sections 11.3.2.3 and
+11.5.1.3; RFC 8895 section 6.5 for update streams).
 
 A field that is missing, of the wrong JSON type or of a value nettel does not offer raises
 `E_MISSING_FIELD`, `E_INVALID_FIELD_TYPE` or `E_INVALID_FIELD_VALUE` naming it; a body that is
@@ -28,6 +29,8 @@ from service.state.prefix_table import Address
 
 #: At most this many (source, destination) pairs in one endpoint cost request.
 MAX_ENDPOINT_PAIRS = 250_000
+#: At most this many substreams in one update stream (RFC 8895), added at once or over time.
+MAX_SUBSTREAMS = 64
 COST_MODE = "numerical"
 _ADDRESS_TYPES: dict[str, Callable[[str], Address]] = {
     "ipv4": ipaddress.IPv4Address,
@@ -59,6 +62,25 @@ class EndpointCostQuery:
     dsts: tuple[Endpoint, ...]
 
 
+@dataclass(frozen=True)
+class AddUpdate:
+    """One `AddUpdateReq` (RFC 8895 section 6.5): the substream the client names `client_id`."""
+
+    client_id: str
+    resource_id: str
+    tag: str | None
+    incremental: bool
+    input: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class UpdateStreamQuery:
+    """An `UpdateStreamReq`: substreams to add and client-ids of substreams to remove."""
+
+    add: tuple[AddUpdate, ...]
+    remove: tuple[str, ...]
+
+
 def parse_filtered_cost_map(body: bytes, metrics: Collection[str]) -> FilteredCostMapQuery:
     """A `ReqFilteredCostMap` for a resource offering `metrics`.
 
@@ -66,7 +88,13 @@ def parse_filtered_cost_map(body: bytes, metrics: Collection[str]) -> FilteredCo
     ...                         b' "pids": {"srcs": ["A", "A"], "dsts": []}}', ["x"])
     FilteredCostMapQuery(metric='x', srcs=('A',), dsts=None)
     """
-    request = _request_object(body)
+    return filtered_cost_map_query(_request_object(body), metrics)
+
+
+def filtered_cost_map_query(
+    request: dict[str, Any], metrics: Collection[str]
+) -> FilteredCostMapQuery:
+    """`parse_filtered_cost_map` of a decoded body (also an update stream's `input`)."""
     metric = _cost_metric(request, metrics)
     _refuse_constraints(request)
     pids = _optional(request, "pids", dict, "pids") or {}
@@ -83,7 +111,13 @@ def parse_endpoint_cost(
     >>> [(e.text, str(e.address)) for e in query.srcs + query.dsts]
     [('ipv4:192.0.2.1', '192.0.2.1'), ('ipv6:2001:DB8::1', '2001:db8::1')]
     """
-    request = _request_object(body)
+    return endpoint_cost_query(_request_object(body), metrics, client)
+
+
+def endpoint_cost_query(
+    request: dict[str, Any], metrics: Collection[str], client: str | None
+) -> EndpointCostQuery:
+    """`parse_endpoint_cost` of a decoded body (also an update stream's `input`)."""
     metric = _cost_metric(request, metrics)
     _refuse_constraints(request)
     endpoints = _required(request, "endpoints", dict, "endpoints")
@@ -93,6 +127,47 @@ def parse_endpoint_cost(
         pairs = f"{len(srcs)} x {len(dsts)} pairs, more than {MAX_ENDPOINT_PAIRS}"
         raise AltoError(E_INVALID_FIELD_VALUE, "endpoints", pairs)
     return EndpointCostQuery(metric, srcs, dsts)
+
+
+def parse_update_stream(body: bytes) -> UpdateStreamQuery:
+    """An `UpdateStreamReq` (RFC 8895 sections 6.5 and 7.4), for a new stream or its control.
+
+    Which resources exist and whether their `input` is right is the update stream's to check;
+    here: the shape, client-ids with a PID's syntax (so never a comma, which separates them
+    from the media type in event names), no client-id both added and removed.
+
+    >>> query = parse_update_stream(b'{"add": {"nm": {"resource-id": "networkmap"}}}')
+    >>> query.add[0].client_id, query.add[0].incremental, query.remove
+    ('nm', True, ())
+    """
+    request = _request_object(body)
+    entries = _optional(request, "add", dict, "add") or {}
+    if len(entries) > MAX_SUBSTREAMS:
+        too_many = f"{len(entries)} substreams, more than {MAX_SUBSTREAMS}"
+        raise AltoError(E_INVALID_FIELD_VALUE, "add", too_many)
+    added = tuple(_add_update(client_id, entry) for client_id, entry in entries.items())
+    remove = _strings(request, "remove", "remove")
+    both = sorted(set(remove) & set(entries))
+    if both:
+        raise AltoError(E_INVALID_FIELD_VALUE, "remove", both)
+    return UpdateStreamQuery(added, remove)
+
+
+def _add_update(client_id: str, entry: Any) -> AddUpdate:
+    field = f"add/{client_id}"
+    if not is_valid_pid(client_id):
+        syntax = "a client-id has the syntax of a PID name"
+        raise AltoError(E_SYNTAX, "add", client_id, syntax_error=syntax)
+    if not isinstance(entry, dict):
+        raise AltoError(E_INVALID_FIELD_TYPE, field, entry)
+    incremental = _optional(entry, "incremental-changes", bool, f"{field}/incremental-changes")
+    return AddUpdate(
+        client_id,
+        _required(entry, "resource-id", str, f"{field}/resource-id"),
+        _optional(entry, "tag", str, f"{field}/tag"),
+        incremental is not False,
+        _optional(entry, "input", dict, f"{field}/input"),
+    )
 
 
 def parse_typed_address(text: str, field: str) -> Endpoint:

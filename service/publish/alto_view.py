@@ -32,12 +32,16 @@ from service.publish.alto_protocol import (
     COST_MAP_MEDIA,
     ENDPOINT_COST_MEDIA,
     ENDPOINT_COST_PARAMS_MEDIA,
+    EVENT_STREAM_MEDIA,
+    MERGE_PATCH_MEDIA,
     NETWORK_MAP_MEDIA,
+    UPDATE_STREAM_PARAMS_MEDIA,
 )
 from service.publish.alto_requests import COST_MODE, Endpoint
 
 NETWORK_MAP_ID = "networkmap"
 ENDPOINT_COST_ID = "endpointcost"
+UPDATE_STREAM_ID = "update-stream"
 #: Source -> destination -> value (PIDs in cost maps, typed addresses in endpoint cost maps).
 Costs = dict[str, dict[str, float]]
 _NONE: Mapping[str, float] = {}
@@ -55,6 +59,14 @@ class CostMetric:
     @property
     def slug(self) -> str:
         return self.name.removeprefix("priv:")
+
+    @property
+    def cost_map_id(self) -> str:
+        return f"costmap-{self.slug}"
+
+    @property
+    def filtered_cost_map_id(self) -> str:
+        return f"filtered-costmap-{self.slug}"
 
 
 def _scaled(value: float | None, factor: float, digits: int) -> float | None:
@@ -238,7 +250,8 @@ def _cost_mode(metric: CostMetric) -> dict[str, str]:
 
 def directory_document(base_url: str) -> dict[str, Any]:
     """The information resource directory (section 9): network map, cost maps (full and
-    filtered, one of each per metric) and the endpoint cost service."""
+    filtered, one of each per metric), the endpoint cost service, and the update stream service
+    that pushes all of them (RFC 8895 section 6.3)."""
     type_names = {metric.name: f"num-{metric.slug}" for metric in METRICS.values()}
     resources: dict[str, Any] = {
         NETWORK_MAP_ID: {"uri": f"{base_url}alto/networkmap", "media-type": NETWORK_MAP_MEDIA}
@@ -247,11 +260,11 @@ def directory_document(base_url: str) -> dict[str, Any]:
         uri = f"{base_url}alto/costmap/{metric.name}"
         capabilities = {"cost-type-names": [type_names[metric.name]]}
         cost_map = {"uri": uri, "media-type": COST_MAP_MEDIA}
-        resources[f"costmap-{metric.slug}"] = cost_map | {
+        resources[metric.cost_map_id] = cost_map | {
             "capabilities": capabilities,
             "uses": [NETWORK_MAP_ID],
         }
-        resources[f"filtered-costmap-{metric.slug}"] = cost_map | {
+        resources[metric.filtered_cost_map_id] = cost_map | {
             "accepts": COST_MAP_FILTER_MEDIA,
             "capabilities": capabilities | {"cost-constraints": False},
             "uses": [NETWORK_MAP_ID],
@@ -261,6 +274,17 @@ def directory_document(base_url: str) -> dict[str, Any]:
         "media-type": ENDPOINT_COST_MEDIA,
         "accepts": ENDPOINT_COST_PARAMS_MEDIA,
         "capabilities": {"cost-constraints": False, "cost-type-names": list(type_names.values())},
+    }
+    patched = list(resources)  # every resource above has merge-patch updates
+    resources[UPDATE_STREAM_ID] = {
+        "uri": f"{base_url}alto/updates",
+        "media-type": EVENT_STREAM_MEDIA,
+        "accepts": UPDATE_STREAM_PARAMS_MEDIA,
+        "uses": patched,
+        "capabilities": {
+            "incremental-change-media-types": dict.fromkeys(patched, MERGE_PATCH_MEDIA),
+            "support-stream-control": True,
+        },
     }
     cost_types = {type_names[m.name]: _described_cost_type(m) for m in METRICS.values()}
     meta = {"cost-types": cost_types, "default-alto-network-map": NETWORK_MAP_ID}

@@ -37,7 +37,7 @@ def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
     app.state.ecosystem = ecosystem = build_ecosystem(runtime)
     app.state.registry = build_registry(runtime, ecosystem.site_links)
     app.include_router(rest.router)
-    app.include_router(build_alto_router(dependencies.alto_view))
+    app.include_router(build_alto_router(dependencies.alto_view, dependencies.get_alto_updates))
     app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))
     app.include_router(build_stream_router(dependencies.get_stream))
     app.add_middleware(PschedulerIngest, intake=runtime.intake)

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
+from service.publish.alto_updates import AltoUpdates
 from service.publish.alto_view import AltoView
 from service.publish.ecosystem import Ecosystem
 from service.publish.stream import MatrixStream
@@ -69,3 +70,7 @@ def rse_map(ecosystem: EcosystemDep) -> dict[str, str] | None:
 
 def get_stream(ecosystem: EcosystemDep) -> MatrixStream:
     return ecosystem.stream
+
+
+def get_alto_updates(ecosystem: EcosystemDep) -> AltoUpdates:
+    return ecosystem.alto_updates

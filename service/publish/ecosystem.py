@@ -1,9 +1,10 @@
-"""The publishers beside the REST API: SSE stream, broker telemetry, and per-snapshot views.
+"""The publishers beside the REST API: SSE streams (the matrix's and ALTO's update streams),
+broker telemetry, and per-snapshot views.
 
 `build_ecosystem(runtime)` makes them; the app's lifespan calls `start()` / `stop()`: start
-attaches the matrix observers (SSE wake-up, broker telemetry) and the telemetry thread, stop
-detaches them. Views derived from a snapshot (site aggregation, ALTO maps) are built once per
-snapshot, on first use.
+attaches the matrix observers (wake-ups of both kinds of stream, broker telemetry) and the
+telemetry thread, stop detaches them and ends the open streams. Views derived from a snapshot
+(site aggregation, ALTO maps) are built once per snapshot, on first use.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from service.matrix.cycle import MatrixCycle
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
+from service.publish.alto_updates import AltoUpdates
 from service.publish.alto_view import AltoView
 from service.publish.rucio import load_rse_map
 from service.publish.stream import MatrixStream
@@ -50,21 +52,27 @@ class Ecosystem:
     telemetry: TelemetryPublisher | None
     site_links: SnapshotMemo[Sequence[LinkRecord]]
     alto_view: SnapshotMemo[AltoView]
+    alto_updates: AltoUpdates
     rse_map: dict[str, str] | None = None
     _observers: list[Observer] = field(default_factory=list)
 
     def start(self) -> None:
-        self._observers = [self.stream.observe]
+        self._observers = [self.stream.observe, self.alto_updates.observe]
         if self.telemetry is not None:
             self.telemetry.start()
             self._observers.append(self.telemetry.observe)
         self.cycle.matrix_observers.extend(self._observers)
 
+    def close_streams(self) -> None:
+        """End every open SSE stream; safe from any thread or a signal handler."""
+        self.stream.close()
+        self.alto_updates.close()
+
     def stop(self) -> None:
         for observer in self._observers:
             self.cycle.matrix_observers.remove(observer)
         self._observers = []
-        self.stream.close()
+        self.close_streams()
         if self.telemetry is not None:
             self.telemetry.stop()
 
@@ -82,13 +90,18 @@ def build_ecosystem(runtime: Runtime) -> Ecosystem:
             networks_of=runtime.state.index.topology.networks_of,
         )
     )
-    stream = MatrixStream(lambda: runtime.cycle.latest, site_links, settings.stream_cost_step)
+
+    def latest() -> CostMatrix | None:
+        return runtime.cycle.latest
+
+    stream = MatrixStream(latest, site_links, settings.stream_cost_step)
     return Ecosystem(
         runtime.cycle,
         stream,
         _telemetry_publisher(runtime),
         site_links,
         alto_view,
+        AltoUpdates(latest, alto_view),
         load_rse_map(settings.rse_map) if settings.rse_map else None,
     )
 

@@ -1,6 +1,6 @@
 """The app's lifespans: what starts and stops with the HTTP server, and its signal handling.
 
-`publishers_lifespan` attaches the publishers (SSE stream, broker telemetry) to the matrix cycle
+`publishers_lifespan` attaches the publishers (SSE streams, broker telemetry) to the matrix cycle
 for the app's lifetime; `service_lifespan` (what `nettel serve` runs) also starts and stops the
 runtime (ingest, cycle, persistence) and on SIGHUP re-reads the topology and the model.
 """
@@ -20,7 +20,6 @@ from fastapi import FastAPI
 
 from service.errors import ModelBundleError
 from service.publish.ecosystem import Ecosystem
-from service.publish.stream import MatrixStream
 from service.runtime import Runtime
 
 
@@ -28,7 +27,7 @@ from service.runtime import Runtime
 async def publishers_lifespan(app: FastAPI) -> AsyncIterator[None]:
     ecosystem: Ecosystem = app.state.ecosystem
     ecosystem.start()
-    _close_streams_on_exit_signals(ecosystem.stream)
+    _close_streams_on_exit_signals(ecosystem)
     try:
         yield
     finally:
@@ -58,7 +57,7 @@ def _reload_quietly(runtime: Runtime) -> None:
         logging.getLogger("nettel.model").error("model reload refused", extra={"error": str(error)})
 
 
-def _close_streams_on_exit_signals(stream: MatrixStream) -> None:
+def _close_streams_on_exit_signals(ecosystem: Ecosystem) -> None:
     """uvicorn waits for open responses before the lifespan shutdown, so SSE streams would hold
     SIGTERM/SIGINT forever: end them first, then let the server's own handler run."""
     if threading.current_thread() is not threading.main_thread():
@@ -66,14 +65,14 @@ def _close_streams_on_exit_signals(stream: MatrixStream) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous = signal.getsignal(signum)
         if callable(previous):
-            signal.signal(signum, partial(_close_then, stream, previous))
+            signal.signal(signum, partial(_close_then, ecosystem, previous))
 
 
 def _close_then(
-    stream: MatrixStream,
+    ecosystem: Ecosystem,
     previous: Callable[[int, FrameType | None], object],
     signum: int,
     frame: FrameType | None,
 ) -> None:
-    stream.close()
+    ecosystem.close_streams()
     previous(signum, frame)

@@ -13,7 +13,6 @@ proxies from closing an idle stream.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Literal
 
@@ -23,15 +22,18 @@ from fastapi.responses import StreamingResponse
 
 from service.matrix.link_record import LinkKey, LinkRecord, link_key
 from service.matrix.snapshot import CostMatrix
+from service.publish.wakeups import Wakeups
 
 Level = Literal["host", "site"]
 Sent = dict[LinkKey, tuple[float | None, bool]]
 KEEPALIVE = b": keep-alive\n\n"
 
 
-def sse_event(event: str, event_id: str, data: bytes) -> bytes:
-    """One server-sent event; `data` is single-line JSON."""
-    return b"event: %s\nid: %s\ndata: %s\n\n" % (event.encode(), event_id.encode(), data)
+def sse_event(event: str, event_id: str | None, data: bytes) -> bytes:
+    """One server-sent event (with an `id` line unless `event_id` is None); `data` is
+    single-line JSON."""
+    id_line = b"" if event_id is None else b"id: %s\n" % event_id.encode()
+    return b"event: %s\n%sdata: %s\n\n" % (event.encode(), id_line, data)
 
 
 def event_id(matrix: CostMatrix) -> str:
@@ -77,30 +79,25 @@ class MatrixStream:
         self._site_links = site_links
         self._step = cost_step
         self._keepalive = keepalive
-        self._clients: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-        self._lock = threading.RLock()  # re-entrant: `close` may run in a signal handler
-        self.closed = False
+        self._wakeups = Wakeups()
+
+    @property
+    def closed(self) -> bool:
+        return self._wakeups.closed
 
     def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
         """Matrix observer (cycle thread): only wakes the clients' event loops."""
-        self._wake_all()
+        self._wakeups.wake_all()
 
     def close(self) -> None:
         """End every open stream (at shutdown); safe from any thread or a signal handler."""
-        self.closed = True
-        self._wake_all()
+        self._wakeups.close()
 
     async def events(self, level: Level) -> AsyncIterator[bytes]:
         """The byte stream of one client."""
-        client = (asyncio.get_running_loop(), asyncio.Event())
-        with self._lock:
-            self._clients.add(client)
-        try:
-            async for chunk in self._client_events(level, client[1]):
+        with self._wakeups.registered() as wake:
+            async for chunk in self._client_events(level, wake):
                 yield chunk
-        finally:
-            with self._lock:
-                self._clients.discard(client)
 
     async def _client_events(self, level: Level, wake: asyncio.Event) -> AsyncIterator[bytes]:
         sent: Sent | None = None
@@ -144,15 +141,6 @@ class MatrixStream:
             }
         )
         return sse_event("changes", event_id(matrix), body)
-
-    def _wake_all(self) -> None:
-        with self._lock:
-            clients = list(self._clients)
-        for loop, wake in clients:
-            try:
-                loop.call_soon_threadsafe(wake.set)
-            except RuntimeError:  # that client's event loop is already closed
-                pass
 
 
 def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:

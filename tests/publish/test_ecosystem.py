@@ -68,8 +68,13 @@ def test_web_page_and_its_files_are_served_from_the_package():
 def test_lifespan_attaches_and_detaches_the_matrix_observers():
     runtime = build(publish_telemetry=True)
     observers = runtime.cycle.matrix_observers
-    with TestClient(create_app(runtime, lifespan=publishers_lifespan)):
-        assert len(observers) == 2  # SSE wake-up and broker telemetry
+    with TestClient(create_app(runtime, lifespan=publishers_lifespan)) as client:
+        ecosystem = client.app.state.ecosystem
+        assert observers == [  # wake-ups of both kinds of SSE stream, and broker telemetry
+            ecosystem.stream.observe,
+            ecosystem.alto_updates.observe,
+            ecosystem.telemetry.observe,
+        ]
     assert observers == []
 
 
