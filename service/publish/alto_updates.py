@@ -295,7 +295,6 @@ class AltoUpdates:
         self._streams: dict[str, UpdateStream] = {}
         self._lock = threading.Lock()
 
-    @property
     def open_streams(self) -> int:
         with self._lock:
             return len(self._streams)
@@ -315,7 +314,7 @@ class AltoUpdates:
         if query.remove:  # a new stream has no substream to remove
             raise AltoError(E_INVALID_FIELD_VALUE, "remove", list(query.remove))
         substreams = [_substream(add, client) for add in query.add]
-        if self._wakeups.closed or self.open_streams >= self._max_streams:
+        if self._wakeups.closed or self.open_streams() >= self._max_streams:
             raise TooManyStreams
         return UpdateStream(substreams)
 

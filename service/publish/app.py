@@ -35,7 +35,7 @@ def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
     )
     app.state.runtime = runtime
     app.state.ecosystem = ecosystem = build_ecosystem(runtime)
-    app.state.registry = build_registry(runtime, ecosystem.site_links)
+    app.state.registry = build_registry(runtime, ecosystem.site_links, ecosystem.stream_counts())
     app.include_router(rest.router)
     app.include_router(build_alto_router(dependencies.alto_view, dependencies.get_alto_updates))
     app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))

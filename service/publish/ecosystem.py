@@ -63,6 +63,13 @@ class Ecosystem:
             self._observers.append(self.telemetry.observe)
         self.cycle.matrix_observers.extend(self._observers)
 
+    def stream_counts(self) -> dict[str, Callable[[], int]]:
+        """SSE endpoint (a metric label) -> how many streams it has open now."""
+        return {
+            "costmatrix_stream": self.stream.open_streams,
+            "alto_updates": self.alto_updates.open_streams,
+        }
+
     def close_streams(self) -> None:
         """End every open SSE stream; safe from any thread or a signal handler."""
         self.stream.close()

@@ -6,7 +6,7 @@ import heapq
 import math
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -285,10 +285,23 @@ def _labelled_counter(
     return family
 
 
-def build_registry(runtime: Runtime, site_links: SiteLinks | None = None) -> CollectorRegistry:
-    """A registry with the runtime collector and histograms fed by the cycle and the model."""
+def build_registry(
+    runtime: Runtime,
+    site_links: SiteLinks | None = None,
+    open_streams: Mapping[str, Callable[[], int]] | None = None,
+) -> CollectorRegistry:
+    """A registry with the runtime collector, histograms fed by the cycle and the model, and
+    per SSE endpoint (`open_streams`: its label -> how many streams it has open) a gauge."""
     registry = CollectorRegistry()
     registry.register(RuntimeCollector(runtime, site_links))
+    streams = Gauge(
+        "nettel_sse_streams",
+        "Server-sent event streams open, per endpoint.",
+        ["endpoint"],
+        registry=registry,
+    )
+    for endpoint, count in (open_streams or {}).items():
+        streams.labels(endpoint).set_function(count)
     cycle_seconds = Histogram(
         "nettel_cycle_duration_seconds",
         "Time to recompute the cost matrix.",

@@ -85,6 +85,9 @@ class MatrixStream:
     def closed(self) -> bool:
         return self._wakeups.closed
 
+    def open_streams(self) -> int:
+        return self._wakeups.count
+
     def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
         """Matrix observer (cycle thread): only wakes the clients' event loops."""
         self._wakeups.wake_all()

@@ -28,6 +28,7 @@ from service.ingest.warm_start import WarmOutcome
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
+from service.publish.ecosystem import build_ecosystem
 from service.publish.metrics import build_registry
 from service.runtime import Runtime, build_runtime
 from tests.deploy.site_mesh import LINKS, UNSITED, host_of, mesh_messages, write_topology
@@ -191,7 +192,7 @@ def fed_runtime(tmp_path: Path) -> Iterator[tuple[Runtime, CollectorRegistry]]:
         metrics_top_site_pairs=TOP_SITE_PAIRS,
     )
     runtime = build_runtime(settings)
-    registry = build_registry(runtime)
+    registry = build_registry(runtime, open_streams=build_ecosystem(runtime).stream_counts())
     runtime.pipeline.handle_frames([(t, json.dumps(body), None) for t, body in mesh_messages()])
     assert runtime.persistence is not None
     runtime.persistence.snapshot()
@@ -214,6 +215,7 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
         "nettel_topology_refreshes_total": {"outcome": "ok"},
         "nettel_warm_start_total": {"outcome": WarmOutcome.LOADED.value},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},
+        "nettel_sse_streams": {"endpoint": "alto_updates"},
         "nettel_inference_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_link_cost": {
             "source_site": costliest["source"],

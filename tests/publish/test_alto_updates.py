@@ -18,6 +18,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from service.config import Settings
 from service.matrix.views import aggregate_sites
@@ -29,6 +30,7 @@ from service.publish.lifespan import publishers_lifespan
 from service.publish.merge_patch import merge_patch
 from service.runtime import Runtime, build_runtime
 from service.state.topology import Topology
+from tests.integration.wire import wait_for
 from tests.publish.alto_client import (
     COST_MAP,
     ENDPOINT_COST,
@@ -300,6 +302,22 @@ def test_update_stream_media_types_are_negotiated(http, alto):
     assert http.post(uri, content=body, headers=headers).status_code == 406
 
 
+def open_update_streams(http: httpx.Client) -> float | None:
+    """`nettel_sse_streams{endpoint="alto_updates"}` on the served /metrics."""
+    for family in text_string_to_metric_families(http.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == "nettel_sse_streams" and sample.labels["endpoint"] == "alto_updates":
+                return sample.value
+    return None
+
+
+def test_open_update_streams_are_counted_on_metrics(runtime, http, alto):
+    assert open_update_streams(http) == 0
+    with open_update_stream(http, update_stream_uri(alto), {"c": SUBSTREAMS["cost"]}):
+        assert open_update_streams(http) == 1
+    wait_for(lambda: open_update_streams(http) == 0, timeout=10, what="the stream closed")
+
+
 def test_a_stream_opened_before_the_first_matrix_gets_it_when_it_comes(served, http, alto):
     url, runtime = served
     runtime.cycle.latest = None
@@ -333,7 +351,7 @@ def test_streams_end_on_close_and_are_bounded_in_number():
     async def scenario() -> list[bytes]:
         events = updates.events(updates.open(query, None), "http://x/alto/updates/streams/1")
         chunks = [await anext(events), await anext(events)]
-        assert updates.open_streams == 1
+        assert updates.open_streams() == 1
         with pytest.raises(TooManyStreams):
             updates.open(query, None)
         updates.close()
@@ -343,7 +361,7 @@ def test_streams_end_on_close_and_are_bounded_in_number():
     control, cost = asyncio.run(scenario())
     assert control.startswith(b"event: application/alto-updatestreamcontrol+json\ndata: ")
     assert cost.startswith(b"event: application/alto-costmap+json,c\ndata: {")
-    assert updates.open_streams == 0
+    assert updates.open_streams() == 0
 
 
 _json_values = st.recursive(
