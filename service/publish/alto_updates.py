@@ -248,9 +248,9 @@ class SharedDocuments:
 
     def _document(self, matrix: CostMatrix, source: UpdateSource) -> tuple[Document, bytes]:
         with self._lock:
-            if matrix is not self._matrix:
+            if self._newer(matrix):
                 self._matrix, self._documents, self._patches = matrix, {}, {}
-            built = self._documents.get(source.key)
+            built = self._documents.get(source.key) if matrix is self._matrix else None
         if built is None:  # two threads may build the same document: either one is kept
             document = source.document(self._view_of(matrix))
             built = (document, orjson.dumps(document))
@@ -258,6 +258,14 @@ class SharedDocuments:
                 if matrix is self._matrix:
                     built = self._documents.setdefault(source.key, built)
         return built
+
+    def _newer(self, matrix: CostMatrix) -> bool:
+        """Whether `matrix` replaces the cached one: a stream still on an older matrix (it read
+        `latest` just before a recompute) is served without the cache, not by flushing it."""
+        cached = self._matrix
+        return cached is None or (
+            matrix is not cached and matrix.generated_at >= cached.generated_at
+        )
 
     def _patch(
         self, matrix: CostMatrix, source: UpdateSource, sent: Document, document: Document

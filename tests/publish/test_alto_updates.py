@@ -23,7 +23,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.config import Settings
 from service.matrix.views import aggregate_sites
 from service.publish.alto_requests import parse_update_stream
-from service.publish.alto_updates import AltoUpdates, TooManyStreams
+from service.publish.alto_updates import (
+    AltoUpdates,
+    SharedDocuments,
+    Substream,
+    TooManyStreams,
+    UpdateSource,
+)
 from service.publish.alto_view import AltoView
 from service.publish.app import create_app
 from service.publish.lifespan import publishers_lifespan
@@ -338,6 +344,30 @@ def test_merge_patch_round_trips_through_rfc_7396():
     }
     assert apply_merge_patch(old, patch) == new
     assert merge_patch(new, new) == {}
+
+
+def test_documents_are_built_once_per_matrix_whatever_the_number_of_substreams():
+    built: list[float] = []
+
+    def document(view: Any) -> dict[str, Any]:
+        built.append(1.0)
+        return {"cost-map": {"A": {"B": len(built)}}}
+
+    source = UpdateSource("cost", "application/alto-costmap+json", document)
+    documents = SharedDocuments(lambda matrix: None)
+    older, newer = make_matrix([], 1.0), make_matrix([], 2.0)
+    followers = [Substream(f"c{i}", source, True, None) for i in range(3)]
+    full = {documents.update(older, substream).partition(b"data: ")[2] for substream in followers}
+    assert full == {b'{"cost-map":{"A":{"B":1}}}\n\n'} and len(built) == 1
+    patches = [documents.update(newer, substream) for substream in followers]
+    assert (
+        patches[1]
+        == b'event: application/merge-patch+json,c1\ndata: {"cost-map":{"A":{"B":2}}}\n\n'
+    )
+    assert len({patch.partition(b"data: ")[2] for patch in patches}) == 1 and len(built) == 2
+    documents.update(older, Substream("late", source, True, None))  # a stream one matrix behind
+    documents.update(newer, Substream("new", source, True, None))
+    assert len(built) == 3  # the late one's document built aside; the newer one still cached
 
 
 def aggregated_view(matrix: Any) -> AltoView:
