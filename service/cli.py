@@ -37,6 +37,7 @@ BACKFILL_COMMAND_SETTINGS = (
     "backfill_timeout",
     "backfill_page_size",
     "backfill_concurrency",
+    "backfill_parse_processes",
     "backfill_history",
     "log_level",
 )

@@ -264,6 +264,14 @@ class Settings(BaseSettings):
         "10,000, a server with a lower cap needs this at most that cap",
     )
     backfill_concurrency: int = Field(8, ge=1, le=256, description="archive requests in flight")
+    backfill_parse_processes: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="child processes that parse the archive's records while the backfill runs, "
+        "ended after it (0: in the backfill thread); with --parse-processes N > 0 the bus's "
+        "children parse them instead",
+    )
     backfill_history: float = Field(
         1920.0,
         ge=1920,

@@ -286,6 +286,7 @@ def backfill_settings(settings: Settings) -> BackfillSettings | None:
         page_size=settings.backfill_page_size,
         concurrency=settings.backfill_concurrency,
         history=settings.backfill_history,
+        parse_processes=settings.backfill_parse_processes,
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from service.errors import RejectedInput, RejectReason
 from service.ingest.archive_client import MAX_PAGE_SIZE, ArchiveClient, ArchiveUnavailable
+from service.ingest.parser_processes import ParserProcesses
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.archive import ArchiveBody, ArchiveSeries, build_bodies, parse_metadata
 from service.parse.limits import InputLimits
@@ -67,6 +68,8 @@ class BackfillSettings:
     page_size: int = MAX_PAGE_SIZE
     concurrency: int = 8
     history: float = 1920.0
+    #: parse in this many children of the backfill's own, unless given a parser
+    parse_processes: int = 0
 
 
 @dataclass
@@ -136,11 +139,13 @@ class ArchiveBackfill:
         log: logging.Logger | None = None,
         parser: Parser | None = None,
     ) -> None:
-        """`parser` replaces `parse_messages` (e.g. by ParserProcesses.parse, as for the bus)."""
+        """`parser` replaces `parse_messages` (e.g. by ParserProcesses.parse, as for the bus);
+        without one, `settings.parse_processes` children parse while the backfill runs."""
         self.settings = settings
         self._state = state
         self._limits = limits
-        self._parse = parser or partial(parse_messages, limits=limits)
+        self._parser = parser
+        self._parse: Parser = parser or partial(parse_messages, limits=limits)
         self._clock = clock
         self._log = log or logging.getLogger("nettel.backfill")
         self._reject_log = RateLimitedRejectLog(self._log)
@@ -187,16 +192,28 @@ class ArchiveBackfill:
         archive = ArchiveClient(self.settings.url, self.settings.timeout, self.settings.page_size)
         listings = _Reads[tuple[MeasurementKind, list[Any]]](len(MeasurementKind))
         reads = _Reads[_LinkRead](self.settings.concurrency)
+        children = self._start_parsers()
         try:
             links = self._list_links(archive, listings, deadline)
             self._read_links(archive, links, reads, deadline)
         finally:
+            if children is not None:
+                children.stop()
             idle = threading.Thread(
                 target=_close_when_idle, args=(archive, listings, reads), daemon=True
             )
             idle.start()
             self._finish()
         return self.report()
+
+    def _start_parsers(self) -> ParserProcesses | None:
+        """The backfill's own parser children (spawned while the metadata is listed), if any."""
+        count = self.settings.parse_processes
+        if self._parser is not None or count == 0:
+            return None
+        children = ParserProcesses(count, self._limits, log=self._log)
+        self._parse = children.parse
+        return children
 
     def _list_links(
         self,

@@ -3,6 +3,7 @@ refused records, and no double counting when the same minutes then arrive from t
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from typing import Any
 
@@ -108,6 +109,29 @@ def test_parsing_in_parser_processes_fills_the_same_state() -> None:
                 states[0].view(NOW).series[name][row],
                 states[1].view(NOW).series[name][by_source[1][source]],
             )
+
+
+def test_a_backfill_parses_in_children_of_its_own_and_ends_them() -> None:
+    """Without a parser given (no bus children), `parse_processes` children parse the bodies
+    while the backfill runs: same state as in-process, and none is left after it."""
+    states = LinkState(), LinkState()
+    alive_while_reading: set[str] = set()
+
+    def clock() -> float:
+        alive_while_reading.update(child.name for child in multiprocessing.active_children())
+        return NOW
+
+    with ArchiveServer([archived(n) for n in (1, 2)]) as archive:
+        in_process = backfill(states[0], archive).run()
+        settings = BackfillSettings(archive.url, history=HISTORY_MINUTES * 60.0, parse_processes=1)
+        in_child = ArchiveBackfill(states[1], settings, clock=clock).run()
+    assert "nettel-parser" in alive_while_reading
+    assert "nettel-parser" not in {child.name for child in multiprocessing.active_children()}
+    assert in_child.summary() | {"seconds": 0} == in_process.summary() | {"seconds": 0}
+    for name in ("delay_mean", "delay_median", "loss"):
+        np.testing.assert_array_equal(
+            states[0].view(NOW).series[name], states[1].view(NOW).series[name]
+        )
 
 
 def test_a_failing_and_a_stalling_link_are_counted_and_the_others_filled() -> None:
