@@ -4,8 +4,9 @@
 
 A local archive server (`devtools.archive_server`, on a thread of this process; esmond and elmond
 need Cassandra or OpenSearch) holds `links` links of a full mesh, each with a day of minutes up
-to the current one of delay histograms (the real 35-bucket histogram of tests/data, keyed as
-elmond keys it, shifted per link into 16 variants) and loss. A private ActiveMQ broker is up
+to the current one (and a few beyond, served as their minutes come) of delay histograms (the
+real 35-bucket histogram of tests/data, keyed as elmond keys it, shifted per link into 16
+variants) and loss. A private ActiveMQ broker is up
 first; `nettel serve --backfill-from` is launched (default settings, `--backfill-history` when
 given, the shipped model when there is one) and the time runs from just before the process is
 spawned until `/readyz` first answers 200 (polled every 50 ms): the backfill done and a matrix
@@ -37,6 +38,7 @@ from service.config import Settings
 
 TARGET_SECONDS = 30.0
 ARCHIVED_MINUTES = 24 * 60
+AHEAD_MINUTES = 10
 VARIANTS = 16
 LOSSES = (0.0, 0.0, 0.0, 0.0016666666666666668, 0.0, 0.005)
 Record = dict[str, Any]
@@ -96,7 +98,10 @@ def run(
     links: int, history: float | None, concurrency: int | None, extra: list[str], output: Path
 ) -> dict[str, Any]:
     work, logs = output / "work", output / "logs"
-    archived = archived_links(links, ARCHIVED_MINUTES, time.time())
+    # records run AHEAD_MINUTES past now, as a live archive's keep coming: the server answers
+    # up to each request's time-end, so a minute that begins before the backfill reads it is
+    # there (records only up to now would leave the window's newest minute empty then)
+    archived = archived_links(links, ARCHIVED_MINUTES, time.time() + 60 * AHEAD_MINUTES)
     with private_broker(work, "backfill", logs) as broker, ArchiveServer(archived) as archive:
         args = [
             *serve_model_args(),
