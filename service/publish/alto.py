@@ -51,6 +51,7 @@ from service.publish.alto_requests import (
 )
 from service.publish.alto_updates import AltoUpdates, TooManyStreams
 from service.publish.alto_view import METRICS, AltoView, CostMetric, directory_document
+from service.publish.stream import SSE_HEADERS
 
 MAX_REQUEST_BYTES = 1 << 20
 
@@ -213,11 +214,7 @@ def build_alto_router(
             refused = "too many update streams open, or stopping"
             raise HTTPException(503, refused, {"Retry-After": "60"}) from None
         control_uri = f"{request.base_url}alto/updates/streams/{stream.id}"
-        headers = {  # exactly `text/event-stream`: no charset parameter added
-            "Content-Type": EVENT_STREAM_MEDIA,
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-        }
+        headers = SSE_HEADERS | {"Content-Type": EVENT_STREAM_MEDIA}  # no charset parameter
         return StreamingResponse(updates.events(stream, control_uri), headers=headers)
 
     @router.post(

@@ -27,6 +27,8 @@ from service.publish.wakeups import Wakeups
 Level = Literal["host", "site"]
 Sent = dict[LinkKey, tuple[float | None, bool]]
 KEEPALIVE = b": keep-alive\n\n"
+#: Response headers of every SSE stream: not cached, and not buffered by nginx-style proxies.
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def sse_event(event: str, event_id: str | None, data: bytes) -> bytes:
@@ -160,9 +162,8 @@ def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:
     ) -> StreamingResponse:
         """Server-sent events: `matrix` on connect, then `changes` (moved and removed links)
         after every recompute."""
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(
-            stream.events(level), media_type="text/event-stream", headers=headers
+            stream.events(level), media_type="text/event-stream", headers=SSE_HEADERS
         )
 
     return router
