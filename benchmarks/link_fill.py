@@ -71,20 +71,30 @@ def fill_buffers(
     buffers.slot_minute[:n, minutes % WINDOW_MINUTES] = minutes
     base = rng.uniform(1.0, 150.0, n).astype(np.float32)[:, None]
     jitter = rng.uniform(0.05, 0.4, n).astype(np.float32)[:, None]
-    queue = _queueing_ms(rng, n)
-    mean = base + jitter + queue
-    series = buffers.series
-    series["delay_mean"][:n] = mean
-    series["delay_median"][:n] = mean - 0.3 * jitter
-    series["delay_std"][:n] = jitter * rng.uniform(0.8, 3.0, (n, WINDOW_MINUTES)).astype(np.float32)
-    series["delay_min"][:n] = base
-    series["loss"][:n] = _loss(rng, n, queue)
+    columns = _minute_series(rng, base, jitter, _queueing_ms(rng, n))
+    for name, values in columns.items():
+        buffers.series[name][:n] = values
     _fill_archive(buffers, n, base[:, 0], jitter[:, 0], rng)
     buffers.latest_delay_minute[:n] = latest_minute
-    buffers.latest_p95[:n] = mean[:, -1] + 2 * jitter[:, 0]
+    buffers.latest_p95[:n] = columns["delay_mean"][:, -1] + 2 * jitter[:, 0]
     buffers.latest_minute[:n] = latest_minute
     suspect = rng.random(n) < 0.01
     buffers.clock_suspect_minute[:n] = np.where(suspect, latest_minute - 3, -1)
+
+
+def _minute_series(
+    rng: np.random.Generator, base: np.ndarray, jitter: np.ndarray, queue: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The window's columns for minutes of `queue`'s shape (links first), from each link's base
+    delay and jitter (broadcast to it) and the queueing delay of each minute."""
+    mean = base + jitter + queue
+    return {
+        "delay_mean": mean,
+        "delay_median": mean - 0.3 * jitter,
+        "delay_std": jitter * rng.uniform(0.8, 3.0, queue.shape).astype(np.float32),
+        "delay_min": np.broadcast_to(base, queue.shape),
+        "loss": _loss(rng, queue.shape[0], queue),
+    }
 
 
 def _queueing_ms(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -119,15 +129,10 @@ def advance_minute(buffers: LinkBuffers, n: int, minute: int, rng: np.random.Gen
     slot = minute % WINDOW_MINUTES
     base = buffers.series["delay_min"][:n, (slot - 1) % WINDOW_MINUTES]
     jitter = rng.uniform(0.05, 0.4, n).astype(np.float32)
-    queue = _queueing_ms(rng, n)[:, 0]
-    mean = base + jitter + queue
+    columns = _minute_series(rng, base, jitter, _queueing_ms(rng, n)[:, 0])
     buffers.slot_minute[:n, slot] = minute
-    series = buffers.series
-    series["delay_mean"][:n, slot] = mean
-    series["delay_median"][:n, slot] = mean - 0.3 * jitter
-    series["delay_std"][:n, slot] = jitter * rng.uniform(0.8, 3.0, n).astype(np.float32)
-    series["delay_min"][:n, slot] = base
-    series["loss"][:n, slot] = _loss(rng, n, queue)
+    for name, values in columns.items():
+        buffers.series[name][:n, slot] = values
     buffers.latest_delay_minute[:n] = minute
-    buffers.latest_p95[:n] = mean + 2 * jitter
+    buffers.latest_p95[:n] = columns["delay_mean"] + 2 * jitter
     buffers.latest_minute[:n] = minute

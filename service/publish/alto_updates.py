@@ -233,14 +233,15 @@ class SharedDocuments:
         source, sent = substream.source, substream.sent
         document, full = self._document(matrix, source)
         substream.sent = document
+        event = f"{source.media_type},{substream.client_id}"  # of a whole document
         if sent is None:
             if source.versioned and substream.tag == document["meta"]["vtag"]["tag"]:
                 return b""  # the client holds this version already
-            return sse_event(f"{source.media_type},{substream.client_id}", None, full)
+            return sse_event(event, None, full)
         if not substream.incremental:
-            changed = document is not sent and document != sent
-            event = f"{source.media_type},{substream.client_id}"
-            return sse_event(event, None, full) if changed else b""
+            return (
+                sse_event(event, None, full) if document is not sent and document != sent else b""
+            )
         patch = self._patch(matrix, source, sent, document)
         return (
             sse_event(f"{MERGE_PATCH_MEDIA},{substream.client_id}", None, patch) if patch else b""
