@@ -131,6 +131,7 @@ def measure(
         "requests": wrk["requests"],
         "accepted": accepted,
         "other_statuses": wrk["requests"] - accepted,
+        "statuses": dict(wrk["statuses"]),
         "transport_errors": transport_errors(wrk),
         "accepted_per_s": accepted / wall,
         "applied_per_s": accepted / (wall + drained_at),
@@ -232,7 +233,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"| {r['connections']} | {r['accepted_per_s']:,.0f} | {r['applied_per_s']:,.0f} "
             f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
-            f"| {r['other_statuses'] + r['transport_errors']} | {r['drain_seconds']:.2f} "
+            f"| {_refusals(r)} | {r['drain_seconds']:.2f} "
             f"| {r['service_cpu_us_per_run']:.0f} | {r['other_cores']:.2f} |"
         )
     memory = report["memory"]
@@ -241,6 +242,14 @@ def render(report: dict[str, Any]) -> str:
         f"(mean body {memory['mean_body_bytes']:,.0f} B)"
     )
     return "\n".join(lines)
+
+
+def _refusals(run: dict[str, Any]) -> str:
+    """Answers other than 202 by status, and transport errors (e.g. `503: 1,852`)."""
+    parts = [f"{code}: {n:,}" for code, n in sorted(run["statuses"].items()) if code != "202"]
+    if run["transport_errors"]:
+        parts.append(f"errors: {run['transport_errors']:,}")
+    return ", ".join(parts) or "0"
 
 
 def _parser() -> argparse.ArgumentParser:
