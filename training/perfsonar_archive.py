@@ -5,7 +5,7 @@ Elasticsearch search answer ``{"hits": {"hits": [...]}}`` or one record) and ``*
 (one document a row). The layout is told apart record by record from the content: a record with
 a ``body`` is a captured bus message (``{"destination": "/topic/perfsonar.raw.<event-type>",
 "body": ...}`` or ``{"headers": {...}, "body": ...}``), parsed with
-``service.parse.perfsonar.parse_message``; any other is an archive document
+``service.parse.perfsonar.parse_messages`` in batches; any other is an archive document
 (``training.readers.ps_documents``). Records and datapoints the service would refuse are
 skipped and counted by serving's reject reason; captured messages of other event types are
 skipped without counting. The per-record functions here are what the Spark job runs too.
@@ -15,18 +15,25 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from service.errors import RejectedInput, RejectReason
-from service.parse.perfsonar import parse_message
+from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind, ParsedMessage
 from training.readers.ps_documents import DOCUMENT_FIELDS, convert_document
 
 ARCHIVE_PATTERNS = ("*.jsonl", "*.json", "*.parquet")
 PARQUET_BATCH_ROWS = 65_536
+#: Lines parsed together (one batch of histogram statistics, as serving batches frames).
+RECORDS_PER_BATCH = 4_096
+#: A line that is not JSON (refused as invalid_json).
+_UNREADABLE = object()
 
 
 @dataclass
@@ -72,30 +79,52 @@ def read_perfsonar_archive(directory: Path) -> ArchiveRead:
 def read_archive_file(path: Path) -> Iterator[RecordOutcome]:
     """The outcome of each record of one archive file."""
     if path.suffix == ".parquet":
-        yield from map(convert_record, parquet_documents(path))
+        for documents in parquet_document_batches(path):
+            yield from convert_records(documents)
     elif path.suffix == ".json":
         yield from parse_json_file(path.read_text())
     else:
         with path.open(encoding="utf-8") as lines:
-            yield from (parse_line(line) for line in lines if line.strip())
+            records = (line for line in lines if line.strip())
+            while chunk := list(islice(records, RECORDS_PER_BATCH)):
+                yield from parse_lines(chunk)
 
 
-def parse_line(line: str) -> RecordOutcome:
-    """One JSON line: a captured bus message or an archive document."""
+def parse_lines(lines: Sequence[str]) -> list[RecordOutcome]:
+    """JSON lines, each a captured bus message or an archive document."""
+    return convert_records([_load_line(line) for line in lines])
+
+
+def _load_line(line: str) -> Any:
     try:
-        record = json.loads(line)
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return _JsonOnly(json.loads(line))
     except json.JSONDecodeError:
-        return RecordOutcome(rejected=[RejectReason.INVALID_JSON])
-    return convert_record(record)
+        return _UNREADABLE
+
+
+@dataclass(frozen=True)
+class _JsonOnly:
+    """A record only Python's json reads (NaN, Infinity, integers past 64 bits): its bus body
+    is written back by json too, so the parser sees those values as the bus carried them."""
+
+    record: Any
 
 
 def parse_json_file(text: str) -> list[RecordOutcome]:
     """Every record of a ``*.json`` file (array, search answer or single record)."""
     try:
+        return convert_records(json_records(orjson.loads(text)))
+    except orjson.JSONDecodeError:
+        pass
+    try:
         document = json.loads(text)
     except json.JSONDecodeError:
         return [RecordOutcome(rejected=[RejectReason.INVALID_JSON])]
-    return [convert_record(record) for record in json_records(document)]
+    return convert_records([_JsonOnly(record) for record in json_records(document)])
 
 
 def json_records(document: Any) -> list[Any]:
@@ -112,27 +141,54 @@ def json_records(document: Any) -> list[Any]:
     return [document]
 
 
-def convert_record(record: Any) -> RecordOutcome:
-    """A parsed record of either layout; refusals become reasons, never exceptions."""
-    try:
-        if isinstance(record, dict) and "body" in record:
-            return _bus_record(record)
-        return RecordOutcome(convert_document(record))
-    except RejectedInput as refused:
-        return RecordOutcome(rejected=[refused.reason])
+def convert_records(records: Sequence[Any]) -> list[RecordOutcome]:
+    """The outcome of each parsed record of either layout; refusals become reasons, never
+    exceptions. The bus messages among them are parsed as one batch, as serving parses a
+    batch of frames (its histogram statistics are computed for the whole batch at once)."""
+    outcomes: list[RecordOutcome] = []
+    frames: list[tuple[MeasurementKind, bytes | str]] = []
+    parsed_later: list[RecordOutcome] = []
+    for record in records:
+        outcome = RecordOutcome()
+        outcomes.append(outcome)
+        try:
+            encode: Callable[[Any], bytes | str] = orjson.dumps
+            if isinstance(record, _JsonOnly):
+                record, encode = record.record, json.dumps
+            if record is _UNREADABLE:
+                outcome.rejected.append(RejectReason.INVALID_JSON)
+            elif isinstance(record, dict) and "body" in record:
+                frame = _bus_frame(record, encode)
+                if frame is not None:
+                    frames.append(frame)
+                    parsed_later.append(outcome)
+            else:
+                outcome.messages += convert_document(record)
+        except RejectedInput as refused:
+            outcome.rejected.append(refused.reason)
+    for outcome, result in zip(parsed_later, parse_messages(frames), strict=True):
+        if isinstance(result, RejectedInput):
+            outcome.rejected.append(result.reason)
+        else:
+            outcome.messages.append(result)
+            outcome.rejected += [reason for reason, _ in result.rejected]
+    return outcomes
 
 
-def _bus_record(record: dict[str, Any]) -> RecordOutcome:
+def _bus_frame(
+    record: dict[str, Any], encode: Callable[[Any], bytes | str]
+) -> tuple[MeasurementKind, bytes | str] | None:
+    """A captured bus message as the service receives it (None: not a raw latency event); a
+    body held as JSON rather than as its text is written back with `encode`."""
     headers = record.get("headers", {})
     if not isinstance(headers, dict):
         raise RejectedInput(RejectReason.BAD_VALUE, "headers is not an object")
     headers = {**headers, **{k: record[k] for k in ("destination",) if k in record}}
     kind = capture_kind(headers)
     if kind is None:
-        return RecordOutcome()
+        return None
     body = record["body"]
-    message = parse_message(kind, body if isinstance(body, str) else json.dumps(body))
-    return RecordOutcome([message], [reason for reason, _ in message.rejected])
+    return kind, body if isinstance(body, str) else encode(body)
 
 
 def capture_kind(headers: dict[str, Any]) -> MeasurementKind | None:
@@ -143,11 +199,12 @@ def capture_kind(headers: dict[str, Any]) -> MeasurementKind | None:
     return kinds.get(event) if is_raw else None
 
 
-def parquet_documents(path: Path) -> Iterable[dict[str, Any]]:
-    """The rows of a Parquet export as documents (only the columns documents use)."""
+def parquet_document_batches(path: Path) -> Iterator[list[dict[str, Any]]]:
+    """The rows of a Parquet export as documents (only the columns documents use), a batch
+    at a time."""
     import pyarrow.parquet as pq
 
     parquet = pq.ParquetFile(path)
     columns = [name for name in parquet.schema_arrow.names if name in DOCUMENT_FIELDS]
     for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
-        yield from batch.to_pylist()
+        yield batch.to_pylist()

@@ -4,7 +4,7 @@ The job never re-implements a feature or a parser. Its steps:
 
 1. Read the archive files (``*.jsonl`` as text lines, ``*.json`` whole, ``*.parquet`` rows)
    with Spark's file sources (so HDFS and other Hadoop file systems work) and turn each record
-   into datapoint rows with ``training.perfsonar_archive.convert_record`` (the in-memory reader's
+   into datapoint rows with ``training.perfsonar_archive.convert_records`` (the in-memory reader's
    function: the bus parser or the ps_owd/ps_packetloss converter) in ``mapInPandas``. Refused
    records and datapoints become rows carrying their reject reason.
 2. Count the reasons and find the first and last minute (one aggregation).
@@ -28,7 +28,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,9 +46,9 @@ from training.dataset_files import (
 )
 from training.perfsonar_archive import (
     RecordOutcome,
-    convert_record,
+    convert_records,
     parse_json_file,
-    parse_line,
+    parse_lines,
 )
 from training.readers.ps_documents import DOCUMENT_FIELDS
 
@@ -238,43 +238,54 @@ def _matching(spark: SparkSession, directory: str, pattern: str) -> list[str]:
 
 
 def _lines_to_points(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    return _to_points(batches, lambda value: [parse_line(value)])
+    """Datapoint rows of JSON lines, each batch's bus messages parsed together."""
+    seq = 0
+    for frame in batches:
+        frame = frame[frame["value"].str.strip() != ""]
+        places = frame[["file", "block"]].itertuples(index=False)
+        outcomes = parse_lines(frame["value"].tolist())
+        yield _frame(_rows_of(zip(places, outcomes, strict=True), seq))
+        seq += len(outcomes)
 
 
 def _files_to_points(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    return _to_points(batches, parse_json_file)
+    """Datapoint rows of whole ``*.json`` files, each holding any number of records."""
+    seq = 0
+    for frame in batches:
+        placed = [
+            ((file, block), outcome)
+            for value, file, block in frame[["value", "file", "block"]].itertuples(index=False)
+            if value.strip()
+            for outcome in parse_json_file(value)
+        ]
+        yield _frame(_rows_of(placed, seq))
+        seq += len(placed)
 
 
 def _documents_to_points(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    def records(frame: pd.DataFrame) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """Datapoint rows of Parquet export rows (one document each)."""
+    seq = 0
+    for frame in batches:
         fields = [name for name in frame.columns if name not in ("file", "block")]
-        for file, block, *values in frame[["file", "block", *fields]].itertuples(index=False):
-            yield file, block, dict(zip(fields, values, strict=True))
-
-    seq = 0
-    for frame in batches:
-        out = []
-        for file, block, document in records(frame):
-            out += _outcome_rows(file, block, seq, convert_record(document))
-            seq += 1
-        yield _frame(out)
+        documents = [
+            dict(zip(fields, values, strict=True))
+            for values in frame[fields].itertuples(index=False, name=None)
+        ]
+        places = frame[["file", "block"]].itertuples(index=False)
+        yield _frame(_rows_of(zip(places, convert_records(documents), strict=True), seq))
+        seq += len(documents)
 
 
-def _to_points(
-    batches: Iterator[pd.DataFrame], parse: Callable[[str], list[RecordOutcome]]
-) -> Iterator[pd.DataFrame]:
-    """Datapoint rows of text records; `seq` numbers them in partition order (Spark hands a
-    partition's rows over in file order)."""
-    seq = 0
-    for frame in batches:
-        out = []
-        for value, file, block in frame[["value", "file", "block"]].itertuples(index=False):
-            if not value.strip():
-                continue
-            for outcome in parse(value):
-                out += _outcome_rows(file, block, seq, outcome)
-                seq += 1
-        yield _frame(out)
+def _rows_of(
+    placed: Iterable[tuple[tuple[str, int], RecordOutcome]], first_seq: int
+) -> list[tuple[Any, ...]]:
+    """Datapoint rows of record outcomes, each at its file and block; `seq` numbers the
+    records in partition order from `first_seq` (Spark hands a partition's rows over in file
+    order)."""
+    rows = []
+    for seq, ((file, block), outcome) in enumerate(placed, start=first_seq):
+        rows += _outcome_rows(file, block, seq, outcome)
+    return rows
 
 
 def _outcome_rows(file: str, block: int, seq: int, outcome: RecordOutcome) -> list[tuple[Any, ...]]:

@@ -27,7 +27,8 @@ pytest.importorskip("pyspark")
 pytestmark = pytest.mark.slow
 
 MINUTES = WARMUP_MINUTES + 1500  # 2 links: 3,000 rows
-MALFORMED = {"invalid_json": 2, "missing_field": 2, "loss_out_of_range": 2, "bad_value": 1}
+LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
+MALFORMED = {"invalid_json": 3, "missing_field": 2, "loss_out_of_range": 2, "bad_value": 1}
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +52,10 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     ips, utilisation = write_capture(root / "perfsonar", MINUTES)
     bad_lines = [
         "{truncated",
-        json.dumps({"destination": "/topic/perfsonar.raw.packet-loss-rate", "body": "[1, 2"}),
-        json.dumps({"destination": "/topic/perfsonar.raw.packet-loss-rate", "body": {"x": 1}}),
+        json.dumps({"destination": LOSS_TOPIC, "body": "[1, 2"}),
+        json.dumps({"destination": LOSS_TOPIC, "body": {"x": 1}}),
         json.dumps({"src": ips[0], "dest": ips[1], "timestamp": 5, "packet_loss": 7}),
+        json.dumps({"destination": LOSS_TOPIC, "body": {"datapoints": {"60": float("nan")}}}),
     ]
     (root / "perfsonar" / "z-bad.jsonl").write_text("\n".join(bad_lines) + "\n")
     documents = [{"src": "not-an-ip", "dest": ips[1], "timestamp": 5, "packet_loss": 0.1}]
