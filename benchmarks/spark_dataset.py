@@ -2,11 +2,14 @@
 
     python -m benchmarks.spark_dataset [--sites 12] [--days 0.25] [--scales 1,2,4]
                                        [--cores 2] [--points-per-group N]
+                                       [--engines memory,spark] [--layout capture|documents]
                                        [--output out/spark_dataset]
 
-Input: a simulated mesh (`training.simulator`) written as a bus capture (one histogram-owdelay
-and one packet-loss-rate message per link and minute, `training.bus_format`) and one flow file
-per link for the router map, `scale` x `days` long, under `--output` (git-ignored `out/`).
+Input: a simulated mesh (`training.simulator`), `scale` x `days` long, written under `--output`
+(git-ignored `out/`) as a bus capture (one histogram-owdelay and one packet-loss-rate message
+per link and minute, `training.bus_format`) or as the OSG archive's ps_owd and ps_packetloss
+exports (Parquet, one document per link and minute each: delay statistics, no histogram), and
+one flow file per link for the router map.
 Each engine runs as its own `python -m service dataset` process; its wall time and the peak of
 the summed RSS of its process tree (driver, JVM, Python workers), sampled every 0.2 s, are
 reported with rows per second, for every scale. The Spark runs use `local[<cores>]`, shuffle
@@ -18,9 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -28,23 +34,41 @@ import numpy as np
 from benchmarks.proc import children_of, memory_of
 from training.bus_format import build_delay_message, build_loss_message
 from training.dataset import DEFAULT_START_MINUTE, MINUTES_PER_DAY, WARMUP_MINUTES
-from training.simulator import Mesh, build_mesh, simulate_histograms, simulate_utilisation
+from training.simulator import (
+    Mesh,
+    MinuteMeasurements,
+    build_mesh,
+    simulate_histograms,
+    simulate_utilisation,
+)
 
 SEED = 0
 SAMPLE_SECONDS = 0.2
 
 
-def write_input(directory: Path, sites: int, days: float) -> int:
-    """A bus capture and router map of `days` of a `sites`-site mesh; returns the messages."""
+def write_input(directory: Path, sites: int, days: float, layout: str = "capture") -> int:
+    """The archive (`layout`: a bus capture, or ps_owd and ps_packetloss Parquet exports) and
+    the router map of `days` of a `sites`-site mesh; returns the records written."""
     mesh = build_mesh(sites, SEED)
     first = DEFAULT_START_MINUTE - WARMUP_MINUTES
     minutes = WARMUP_MINUTES + round(days * MINUTES_PER_DAY)
     utilisation = simulate_utilisation(mesh, first - 1, minutes + 1, SEED)
-    capture = directory / "perfsonar"
-    capture.mkdir(parents=True, exist_ok=True)
+    archive = directory / "perfsonar"
+    if archive.exists():
+        shutil.rmtree(archive)
+    archive.mkdir(parents=True)
+    measured = simulate_histograms(mesh, utilisation[:, 1:], first, SEED)
+    write = {"capture": write_capture, "documents": write_documents}[layout]
+    records = write(archive, mesh, measured)
+    write_router_map(directory, mesh, utilisation, first)
+    return records
+
+
+def write_capture(archive: Path, mesh: Mesh, measurements: Iterable[MinuteMeasurements]) -> int:
+    """One histogram-owdelay and one packet-loss-rate message per link and minute."""
     messages = 0
-    with (capture / "capture.jsonl").open("w") as out:
-        for measured in simulate_histograms(mesh, utilisation[:, 1:], first, SEED):
+    with (archive / "capture.jsonl").open("w") as out:
+        for measured in measurements:
             ts = measured.timestamp
             for link in range(mesh.n_links):
                 delay = build_delay_message(mesh, link, {ts: measured.histogram(link)})
@@ -52,8 +76,48 @@ def write_input(directory: Path, sites: int, days: float) -> int:
                 for headers, body in (delay, loss):
                     out.write(json.dumps({"headers": headers, "body": body}) + "\n")
                     messages += 1
-    write_router_map(directory, mesh, utilisation, first)
     return messages
+
+
+def write_documents(archive: Path, mesh: Mesh, measurements: Iterable[MinuteMeasurements]) -> int:
+    """ps_owd and ps_packetloss exports, one Parquet file each (a row group per hour): per
+    link and minute the delay statistics of its packets (none when all were lost) and the
+    loss, as the OSG collector writes them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ends = {
+        "src": np.array(mesh.host_ips)[mesh.source],
+        "dest": np.array(mesh.host_ips)[mesh.destination],
+        "src_host": np.array(mesh.host_names)[mesh.source],
+        "dest_host": np.array(mesh.host_names)[mesh.destination],
+    }
+    records = 0
+    owd = loss = None
+    minutes = iter(measurements)
+    try:
+        while hour := list(islice(minutes, 60)):
+            stamps = np.repeat([m.timestamp * 1000 for m in hour], mesh.n_links)
+            identity = {name: np.tile(values, len(hour)) for name, values in ends.items()}
+            identity["timestamp"] = stamps
+            statistics = np.stack([np.stack(m.delay_statistics()) for m in hour], axis=1)
+            mean, sd, median = statistics.reshape(3, -1)  # minute-major, as the identity
+            delays = {"delay_mean": mean, "delay_sd": sd, "delay_median": median}
+            kept = np.isfinite(mean)
+            owd_table = pa.table({k: v[kept] for k, v in (identity | delays).items()})
+            loss_table = pa.table(
+                identity | {"packet_loss": np.concatenate([m.loss for m in hour])}
+            )
+            owd = owd or pq.ParquetWriter(archive / "ps_owd.parquet", owd_table.schema)
+            loss = loss or pq.ParquetWriter(archive / "ps_packetloss.parquet", loss_table.schema)
+            owd.write_table(owd_table)
+            loss.write_table(loss_table)
+            records += owd_table.num_rows + loss_table.num_rows
+    finally:
+        for writer in (owd, loss):
+            if writer is not None:
+                writer.close()
+    return records
 
 
 def write_router_map(directory: Path, mesh: Mesh, utilisation: np.ndarray, first: int) -> None:
@@ -150,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--engines", default="memory,spark")
     parser.add_argument(
+        "--layout",
+        choices=("capture", "documents"),
+        default="capture",
+        help="archive written: bus capture JSONL, or ps_owd / ps_packetloss Parquet exports",
+    )
+    parser.add_argument(
         "--points-per-group",
         type=int,
         default=None,
@@ -160,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for scale in (int(s) for s in args.scales.split(",")):
         directory = args.output / f"x{scale}"
-        messages = write_input(directory, args.sites, args.days * scale)
+        records = write_input(directory, args.sites, args.days * scale, args.layout)
         for engine in args.engines.split(","):
-            result = {"scale": scale, "engine": engine, "messages": messages}
+            result = {"scale": scale, "engine": engine, "records": records}
             result |= run_engine(engine, directory, args.cores, args.points_per_group)
             results.append(result)
             print(
@@ -172,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     report = {
         "sites": args.sites,
+        "layout": args.layout,
         "days_1x": args.days,
         "cores": args.cores,
         "points_per_group": args.points_per_group,

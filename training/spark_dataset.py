@@ -213,7 +213,7 @@ def read_archive_points(spark: SparkSession, directory: str) -> DataFrame:
             sources.append(text.mapInPandas(parse, schema=_POINT_SCHEMA))
     files = _matching(spark, directory, "*.parquet")
     if files:
-        frame = spark.read.parquet(*files)
+        frame = spark.read.option("mergeSchema", "true").parquet(*files)  # ps_owd + ps_packetloss
         present = [F.col(f"`{name}`") for name in DOCUMENT_FIELDS if name in frame.columns]
         documents = frame.select(*present, *meta)
         sources.append(documents.mapInPandas(_documents_to_points, schema=_POINT_SCHEMA))
