@@ -173,17 +173,17 @@ def run_engine(
         if points_per_group is not None:
             command += ["--points-per-group", str(points_per_group)]
     started = time.perf_counter()
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
+    log = (directory / f"{engine}.log").open("w")  # the engine's stderr, for a failed run
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
     peak = 0
     while process.poll() is None:
         peak = max(peak, tree_rss(process.pid))
         time.sleep(SAMPLE_SECONDS)
     seconds = time.perf_counter() - started
+    log.close()
     output = process.stdout.read() if process.stdout else ""
     if process.returncode != 0:
-        raise RuntimeError(f"{engine} failed ({process.returncode}): {output}")
+        raise RuntimeError(f"{engine} failed ({process.returncode}): {output}, see {log.name}")
     rows = int(output.split()[0])
     return {
         "rows": rows,

@@ -32,6 +32,7 @@ from service.parse.histogram import HistogramStats
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import LinkState
+from training.gc_pause import gc_paused
 from training.perfsonar_archive import read_perfsonar_archive
 from training.readers import (
     UtilisationSeries,
@@ -581,6 +582,11 @@ def compute_minute_stats(measured: MinuteMeasurements) -> list[HistogramStats | 
 def build_real_dataset(perfsonar_dir: Path, router_map: Path, target: str = "nettel") -> Dataset:
     """Rows from the perfSONAR archive (bus captures, ps_owd/ps_packetloss exports) labelled with
     router utilisation (docs/model.md)."""
+    with gc_paused():
+        return _build_real_dataset(perfsonar_dir, router_map, target)
+
+
+def _build_real_dataset(perfsonar_dir: Path, router_map: Path, target: str) -> Dataset:
     archive = read_perfsonar_archive(perfsonar_dir)
     minutes = sorted({ts // 60 for m in archive.messages for ts, _ in (*m.delays, *m.losses)})
     if not minutes:

@@ -44,6 +44,7 @@ from training.dataset_files import (
     prepare_output,
     write_description,
 )
+from training.gc_pause import gc_paused
 from training.perfsonar_archive import (
     RecordOutcome,
     convert_records,
@@ -323,7 +324,9 @@ def _replay_group(
         import pandas as pd
 
         points = points.sort_values(["file", "block", "seq", "part"], kind="stable")
-        dataset = replay_archive(group_messages(points), entries, first, n_minutes, target, {})
+        with gc_paused():
+            messages = group_messages(points)
+            dataset = replay_archive(messages, entries, first, n_minutes, target, {})
         columns = dataset_columns(dataset)
         return pd.DataFrame({name: columns[name] for name in ROW_COLUMNS})
 
