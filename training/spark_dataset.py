@@ -162,6 +162,9 @@ def build_spark_dataset(
         rows = (
             points.where(F.col("reason").isNull())
             .withColumn("group", F.pmod(F.hash("source", "destination"), F.lit(groups)))
+            # a partition per group (not spark.sql.shuffle.partitions): the sort before the
+            # day-partitioned write then holds about one group's rows, not a core's share of all
+            .repartition(groups, "group")
             .groupBy("group")
             .applyInPandas(replay, schema=_ROW_SCHEMA)
             .withColumn(
