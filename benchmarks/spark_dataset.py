@@ -188,14 +188,13 @@ def run_engine(
         if points_per_group is not None:
             command += ["--points-per-group", str(points_per_group)]
     started = time.perf_counter()
-    log = (directory / f"{engine}.log").open("w")  # the engine's stderr, for a failed run
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
     peak = 0
-    while process.poll() is None:
-        peak = max(peak, tree_rss(process.pid))
-        time.sleep(SAMPLE_SECONDS)
+    with (directory / f"{engine}.log").open("w") as log:  # its stderr, for a failed run
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        while process.poll() is None:
+            peak = max(peak, tree_rss(process.pid))
+            time.sleep(SAMPLE_SECONDS)
     seconds = time.perf_counter() - started
-    log.close()
     output = process.stdout.read() if process.stdout else ""
     if process.returncode != 0:
         raise RuntimeError(f"{engine} failed ({process.returncode}): {output}, see {log.name}")

@@ -579,14 +579,10 @@ def compute_minute_stats(measured: MinuteMeasurements) -> list[HistogramStats | 
 # --- real source: captured bus messages + router utilisation ------------------------------------
 
 
+@gc_paused()
 def build_real_dataset(perfsonar_dir: Path, router_map: Path, target: str = "nettel") -> Dataset:
     """Rows from the perfSONAR archive (bus captures, ps_owd/ps_packetloss exports) labelled with
     router utilisation (docs/model.md)."""
-    with gc_paused():
-        return _build_real_dataset(perfsonar_dir, router_map, target)
-
-
-def _build_real_dataset(perfsonar_dir: Path, router_map: Path, target: str) -> Dataset:
     archive = read_perfsonar_archive(perfsonar_dir)
     minutes = sorted({ts // 60 for m in archive.messages for ts, _ in (*m.delays, *m.losses)})
     if not minutes:

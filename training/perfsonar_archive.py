@@ -32,8 +32,9 @@ ARCHIVE_PATTERNS = ("*.jsonl", "*.json", "*.parquet")
 PARQUET_BATCH_ROWS = 65_536
 #: Lines parsed together (one batch of histogram statistics, as serving batches frames).
 RECORDS_PER_BATCH = 4_096
-#: A line that is not JSON (refused as invalid_json).
+#: Text that is not JSON (refused as invalid_json).
 _UNREADABLE = object()
+_KINDS = {kind.value: kind for kind in MeasurementKind}
 
 
 @dataclass
@@ -92,16 +93,17 @@ def read_archive_file(path: Path) -> Iterator[RecordOutcome]:
 
 def parse_lines(lines: Sequence[str]) -> list[RecordOutcome]:
     """JSON lines, each a captured bus message or an archive document."""
-    return convert_records([_load_line(line) for line in lines])
+    return convert_records([_load_json(line) for line in lines])
 
 
-def _load_line(line: str) -> Any:
+def _load_json(text: str) -> Any:
+    """The parsed text; `_JsonOnly` of it when only Python's json reads it; `_UNREADABLE`."""
     try:
-        return orjson.loads(line)
+        return orjson.loads(text)
     except orjson.JSONDecodeError:
         pass
     try:
-        return _JsonOnly(json.loads(line))
+        return _JsonOnly(json.loads(text))
     except json.JSONDecodeError:
         return _UNREADABLE
 
@@ -116,15 +118,12 @@ class _JsonOnly:
 
 def parse_json_file(text: str) -> list[RecordOutcome]:
     """Every record of a ``*.json`` file (array, search answer or single record)."""
-    try:
-        return convert_records(json_records(orjson.loads(text)))
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
+    document = _load_json(text)
+    if document is _UNREADABLE:
         return [RecordOutcome(rejected=[RejectReason.INVALID_JSON])]
-    return convert_records([_JsonOnly(record) for record in json_records(document)])
+    if isinstance(document, _JsonOnly):
+        return convert_records([_JsonOnly(record) for record in json_records(document.record)])
+    return convert_records(json_records(document))
 
 
 def json_records(document: Any) -> list[Any]:
@@ -195,8 +194,7 @@ def capture_kind(headers: dict[str, Any]) -> MeasurementKind | None:
     """The raw latency event type a captured message's headers name (None for others)."""
     event = str(headers.get("event-type") or str(headers.get("destination", "")).rsplit(".", 1)[-1])
     is_raw = "summary" not in str(headers.get("destination", ""))
-    kinds = {kind.value: kind for kind in MeasurementKind}
-    return kinds.get(event) if is_raw else None
+    return _KINDS.get(event) if is_raw else None
 
 
 def parquet_document_batches(path: Path) -> Iterator[list[dict[str, Any]]]:

@@ -28,8 +28,13 @@ pytestmark = pytest.mark.slow
 
 MINUTES = WARMUP_MINUTES + 1500  # 2 links: 3,000 rows
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
-MALFORMED = {"invalid_json": 3, "missing_field": 2, "loss_out_of_range": 2, "bad_value": 1}
-MALFORMED |= {"clock_error": 1}
+MALFORMED = {
+    "invalid_json": 3,
+    "missing_field": 2,
+    "loss_out_of_range": 2,
+    "bad_value": 1,
+    "clock_error": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +69,9 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     loss = [{"src": ips[0], "dest": ips[1], "timestamp": 60_000, "packet_loss": 1.5}]
     pq.write_table(pa.Table.from_pylist(loss), root / "perfsonar" / "z-bad.parquet")
     # another export, another schema: the job must read both files' columns
-    owd = [{"src": ips[0], "dest": ips[1], "timestamp": 60_000, "delay_mean": 1e9}]
-    owd[0] |= {"delay_sd": 0.1, "delay_median": 2.0}
-    pq.write_table(pa.Table.from_pylist(owd), root / "perfsonar" / "z-bad-owd.parquet")
+    owd = {"src": ips[0], "dest": ips[1], "timestamp": 60_000, "delay_mean": 1e9}
+    owd |= {"delay_sd": 0.1, "delay_median": 2.0}
+    pq.write_table(pa.Table.from_pylist([owd]), root / "perfsonar" / "z-bad-owd.parquet")
     return root / "perfsonar", write_router_map(root, ips, utilisation)
 
 
