@@ -12,10 +12,22 @@ import argparse
 from pathlib import Path
 
 from service.errors import ConfigError, NettelError
-from training.dataset_command import DEFAULT_DATASET_DIR, add_engine_options, build_dataset_files
+from training.dataset_command import (
+    DEFAULT_DATASET_DIR,
+    DEFAULT_TARGET,
+    add_engine_options,
+    build_dataset_files,
+    local_archive,
+    local_path,
+)
+from training.dataset_files import read_description
 
 DEFAULT_OUTPUT = Path("models/bundle")
 DEFAULT_EVALUATION_DIR = Path("out/evaluation")
+#: The simulator's options (their defaults): training from Parquet rows cannot honour them.
+DEFAULT_SITES = 20
+DEFAULT_DAYS = 3.0
+DEFAULT_FAMILY = "A"
 
 
 def add_train_command(subparsers: argparse._SubParsersAction) -> None:
@@ -27,13 +39,17 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
         "scaler.json + model_card.json, and score the bundle on the held-out links.",
     )
     _add_data_options(train)
-    train.add_argument("--sites", type=int, default=20, help="simulated sites (default 20)")
-    train.add_argument("--days", type=float, default=3.0, help="simulated days (default 3)")
+    train.add_argument(
+        "--sites", type=int, default=DEFAULT_SITES, help="simulated sites (default 20)"
+    )
+    train.add_argument(
+        "--days", type=float, default=DEFAULT_DAYS, help="simulated days (default 3)"
+    )
     train.add_argument("--seed", type=int, default=0, help="seed of mesh, split and network")
     train.add_argument(
         "--family",
         choices=("A", "B", "mixed"),
-        default="A",
+        default=DEFAULT_FAMILY,
         help="simulator family: A = M/M/1/K queues, B = fluid FIFO queues with self-similar "
         "traffic, policers, shapers and shared hops, mixed = both meshes (default A)",
     )
@@ -68,12 +84,13 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--target",
         choices=("nettel", "ratio"),
-        default="nettel",
-        help="label: netTel's (0 at or below 70 %%) or the plain ratio",
+        default=None,
+        help="label: netTel's (0 at or below 70 %%, the default) or the plain ratio; with "
+        "--dataset, the rows' own",
     )
     train.add_argument(
         "--output",
-        type=Path,
+        type=local_path,
         default=DEFAULT_OUTPUT,
         help=f"bundle directory (default {DEFAULT_OUTPUT})",
     )
@@ -81,10 +98,18 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
     add_engine_options(train)
     train.add_argument(
         "--dataset-dir",
-        type=Path,
-        default=DEFAULT_DATASET_DIR,
-        help="--engine spark: where the Parquet rows are written and streamed from "
-        f"(default {DEFAULT_DATASET_DIR})",
+        type=local_path,
+        default=None,
+        help="--engine spark: where the Parquet rows are written and streamed from, a local or "
+        f"mounted path (default {DEFAULT_DATASET_DIR})",
+    )
+    train.add_argument(
+        "--dataset",
+        type=local_path,
+        default=None,
+        metavar="DIR",
+        help="train in streamed batches from the Parquet rows `nettel dataset` wrote to DIR "
+        "(either engine's; nothing is built, so no --perfsonar-dir or Spark options)",
     )
     train.set_defaults(run=run_train)
 
@@ -98,13 +123,13 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:
     )
     evaluate.add_argument(
         "--bundle",
-        type=Path,
+        type=local_path,
         default=DEFAULT_OUTPUT,
         help=f"bundle directory (default {DEFAULT_OUTPUT})",
     )
     evaluate.add_argument(
         "--output",
-        type=Path,
+        type=local_path,
         default=DEFAULT_EVALUATION_DIR,
         help=f"report directory (default {DEFAULT_EVALUATION_DIR})",
     )
@@ -128,14 +153,14 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:
 def _add_data_options(parser: argparse.ArgumentParser, note: str = "") -> None:
     parser.add_argument(
         "--perfsonar-dir",
-        type=Path,
         default=None,
         help="real data: perfSONAR archive directory: bus captures (*.jsonl) or ps_owd/"
-        f"ps_packetloss exports (*.jsonl, *.json, *.parquet){note}",
+        "ps_packetloss exports (*.jsonl, *.json, *.parquet); `nettel train --engine spark` "
+        f"also reads a Hadoop URI such as hdfs://nn/path{note}",
     )
     parser.add_argument(
         "--router-map",
-        type=Path,
+        type=local_path,
         default=None,
         help=f"real data: JSON map from link to router series{note}",
     )
@@ -149,7 +174,7 @@ def _widths(text: str) -> tuple[int, ...]:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    if args.engine == "spark":
+    if args.engine == "spark" or args.dataset is not None:
         return run_streamed_train(args)
     from models.network import NetworkConfig
     from training.dataset import DataSource
@@ -164,11 +189,11 @@ def run_train(args: argparse.Namespace) -> int:
                 args.sites,
                 args.days,
                 args.seed,
-                perfsonar_dir=args.perfsonar_dir,
+                perfsonar_dir=_archive(args.perfsonar_dir),
                 router_map=args.router_map,
                 family=args.family,
             ),
-            target=args.target,
+            target=args.target or DEFAULT_TARGET,
             holdout_fraction=args.holdout_fraction,
             calibration_fraction=args.calibration_fraction,
             network=NetworkConfig(widths=args.widths, dropout=args.dropout),
@@ -186,6 +211,10 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _archive(directory: str | None) -> Path | None:
+    return None if directory is None else local_archive(directory)
+
+
 def _cross_family(bundle: Path, output: Path, record: bool) -> None:
     """Run the cross-family evaluation, print its table; `record` adds it to the card."""
     from training.cross_family import cross_family_evaluation, format_headline, record_in_card
@@ -201,33 +230,79 @@ def _cross_family(bundle: Path, output: Path, record: bool) -> None:
 
 
 def run_streamed_train(args: argparse.Namespace) -> int:
-    """`nettel train --engine spark`: rows built with Spark, then streamed into Keras."""
+    """`nettel train --engine spark` (rows built with Spark) or `--dataset DIR` (rows an earlier
+    `nettel dataset` wrote), streamed into Keras."""
     from models.network import NetworkConfig
     from training.evaluate import format_table
     from training.streamed_training import StreamedTrainOptions, train_streamed
     from training.train import DEFAULT_EPOCHS
 
-    if args.perfsonar_dir is None or args.router_map is None:
-        raise ConfigError("train: --engine spark needs --perfsonar-dir and --router-map")
-    try:
-        description = build_dataset_files(args, args.dataset_dir)
-        print(f"dataset: {description['rows']} rows written to {args.dataset_dir} (spark)")
-        result = train_streamed(
-            StreamedTrainOptions(
-                dataset_dir=args.dataset_dir,
-                output=args.output,
-                seed=args.seed,
-                holdout_fraction=args.holdout_fraction,
-                network=NetworkConfig(widths=args.widths, dropout=args.dropout),
-                epochs=args.epochs or DEFAULT_EPOCHS,
-                verbose=2 if args.quiet else "auto",
-            )
+    refuse_unused_options(args)
+    if args.dataset is None and (args.perfsonar_dir is None or args.router_map is None):
+        raise ConfigError(
+            "train: --engine spark needs --perfsonar-dir and --router-map (or --dataset DIR)"
         )
+    try:
+        options = StreamedTrainOptions(
+            dataset_dir=args.dataset or args.dataset_dir or DEFAULT_DATASET_DIR,
+            output=args.output,
+            seed=args.seed,
+            holdout_fraction=args.holdout_fraction,
+            calibration_fraction=args.calibration_fraction,
+            network=NetworkConfig(widths=args.widths, dropout=args.dropout),
+            epochs=args.epochs or DEFAULT_EPOCHS,
+            verbose=2 if args.quiet else "auto",
+        )
+        if args.dataset is None:
+            target = args.target or DEFAULT_TARGET
+            description = build_dataset_files(args, options.dataset_dir, target)
+            print(f"dataset: {description['rows']} rows written to {options.dataset_dir} (spark)")
+        else:
+            check_dataset_target(args.dataset, args.target)
+        result = train_streamed(options)
     except (ValueError, OSError, NettelError) as error:
         raise ConfigError(f"train: {error}") from None
     print(f"bundle written to {result.directory} (training {result.training_seconds:.0f} s)")
     print(format_table(result.card["evaluation"]))
     return 0
+
+
+def refuse_unused_options(args: argparse.Namespace) -> None:
+    """Streamed training reads rows of a real archive: the simulator's options, and with
+    --dataset those of the build, would be ignored, so they are refused."""
+    unused = {
+        "--sites": args.sites != DEFAULT_SITES,
+        "--days": args.days != DEFAULT_DAYS,
+        "--family": args.family != DEFAULT_FAMILY,
+        "--cross-family": args.cross_family,
+    }
+    if args.dataset is not None:
+        unused |= {
+            "--perfsonar-dir": args.perfsonar_dir is not None,
+            "--router-map": args.router_map is not None,
+            "--dataset-dir": args.dataset_dir is not None,
+            "--spark-master": args.spark_master is not None,
+            "--spark-conf": bool(args.spark_conf),
+            "--points-per-group": args.points_per_group is not None,
+        }
+    given = [flag for flag, used in unused.items() if used]
+    if given:
+        mode, why = (
+            ("--dataset", "its rows are built already, from a real archive")
+            if args.dataset is not None
+            else ("--engine spark", "it trains on rows of a real archive")
+        )
+        raise ConfigError(f"train: {mode} cannot honour {', '.join(given)} ({why})")
+
+
+def check_dataset_target(directory: Path, target: str | None) -> None:
+    """Refuse a --target other than the one the rows of `directory` are labelled for."""
+    labelled = read_description(directory).get("target", DEFAULT_TARGET)
+    if target not in (None, labelled):
+        raise ValueError(
+            f"the rows of {directory} are labelled for --target {labelled}, not {target}"
+            f" (build them with `nettel dataset --target {target}`)"
+        )
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -242,7 +317,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     try:
         source = None
         if args.perfsonar_dir or args.router_map:
-            source = DataSource(perfsonar_dir=args.perfsonar_dir, router_map=args.router_map)
+            source = DataSource(
+                perfsonar_dir=_archive(args.perfsonar_dir), router_map=args.router_map
+            )
         if args.all_links and source is not None:
             report = evaluate_all_links(args.bundle, args.output, source)
         else:

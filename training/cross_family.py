@@ -124,7 +124,8 @@ def record_in_card(bundle_dir: Path, report: dict[str, Any]) -> None:
 def _train(
     options: TrainOptions, dataset: Dataset, subset: LinkSplit, training_set: str, output: Path
 ) -> ModelBundle:
-    family_data = dataset.description["families"][training_set]
+    description = dataset.description
+    family_data = description if training_set == "mixed" else description["families"][training_set]
     result = fit_bundle(
         replace(options, output=output / f"trained-on-{training_set}"),
         replace(dataset, description=family_data),

@@ -134,22 +134,50 @@ class LinkSplit:
     calibration: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
-def split_links(dataset: Dataset, fraction: float, seed: int) -> LinkSplit:
+def split_links(
+    dataset: Dataset, fraction: float, seed: int, calibration_fraction: float = 0.0
+) -> LinkSplit:
     """Hold out `fraction` of the links that have rows, drawn separately among congestion-prone
-    and other links so both sets see congested links; deterministic for a seed."""
+    and other links so both sets see congested links, then move `calibration_fraction` of them
+    from training to calibration the same way; deterministic for a seed."""
     present = np.unique(dataset.link)
-    return split_link_ids(present, dataset.prone[present], fraction, seed)
+    return split_link_ids(present, dataset.prone[present], fraction, seed, calibration_fraction)
 
 
-def split_link_ids(present: np.ndarray, busy: np.ndarray, fraction: float, seed: int) -> LinkSplit:
-    """`split_links` over link ids `present` (with rows) and whether each is congestion prone."""
+def split_link_ids(
+    present: np.ndarray,
+    busy: np.ndarray,
+    fraction: float,
+    seed: int,
+    calibration_fraction: float = 0.0,
+) -> LinkSplit:
+    """`split_links` over the sorted link ids `present` (with rows) and whether each is
+    congestion prone. The calibration links are drawn from the training links (with the next
+    seed), as a share of them that makes `calibration_fraction` of all links."""
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"holdout fraction must be in (0, 1), not {fraction}")
+    if not 0.0 <= calibration_fraction < 1.0 - fraction:
+        raise ValueError(
+            f"calibration fraction must be in [0, {1 - fraction}), not {calibration_fraction}"
+        )
+    stay, holdout = _hold_out(present, busy, fraction, seed)
+    train, train_busy = present[stay], busy[stay]
+    if calibration_fraction == 0:
+        return LinkSplit(train, holdout)
+    share = calibration_fraction / (1.0 - fraction)
+    stay, calibration = _hold_out(train, train_busy, share, seed + 1)
+    return LinkSplit(train[stay], holdout, calibration)
+
+
+def _hold_out(
+    present: np.ndarray, busy: np.ndarray, fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which of `present` stay (a mask) and the sorted ids drawn out of them."""
     rng = np.random.default_rng([seed, _SPLIT_STREAM])
-    holdout = np.concatenate(
+    drawn = np.concatenate(
         [_draw(rng, present[busy], fraction), _draw(rng, present[~busy], fraction)]
     )
-    return LinkSplit(np.setdiff1d(present, holdout), np.sort(holdout))
+    return ~np.isin(present, drawn), np.sort(drawn)
 
 
 def _draw(rng: np.random.Generator, links: np.ndarray, fraction: float) -> np.ndarray:
@@ -162,25 +190,19 @@ def _draw(rng: np.random.Generator, links: np.ndarray, fraction: float) -> np.nd
 def split_by_family(
     dataset: Dataset, fraction: float, seed: int, calibration_fraction: float = 0.0
 ) -> LinkSplit:
-    """`split_links` within each simulator family of the dataset (so a family's held-out links
-    are the same whether it was built alone or mixed), then `calibration_fraction` of all links
-    moved from training to calibration the same way. Without calibration and with one family
-    this is `split_links`."""
-    if not 0.0 <= calibration_fraction < 1.0 - fraction:
-        raise ValueError(
-            f"calibration fraction must be in [0, {1 - fraction}), not {calibration_fraction}"
+    """`split_links` within each simulator family of the dataset (so a family's held-out and
+    calibration links are the same whether it was built alone or mixed). With one family this
+    is `split_links`."""
+    parts = [
+        split_links(dataset.rows_of(links), fraction, seed, calibration_fraction)
+        for links in family_links(dataset).values()
+    ]
+    return LinkSplit(
+        *(
+            np.sort(np.concatenate([getattr(part, side) for part in parts]))
+            for side in ("train", "holdout", "calibration")
         )
-    train, holdout, calibration = [], [], []
-    for links in family_links(dataset).values():
-        family = split_links(dataset.rows_of(links), fraction, seed)
-        if calibration_fraction > 0:
-            share = calibration_fraction / (1.0 - fraction)
-            again = split_links(dataset.rows_of(family.train), share, seed + 1)
-            family = LinkSplit(again.train, family.holdout, again.holdout)
-        train.append(family.train)
-        holdout.append(family.holdout)
-        calibration.append(family.calibration)
-    return LinkSplit(*(np.sort(np.concatenate(ids)) for ids in (train, holdout, calibration)))
+    )
 
 
 def family_links(dataset: Dataset) -> dict[str, np.ndarray]:

@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 
 from service.errors import ConfigError, NettelError
+from training.dataset_files import is_uri
 
 ENGINES = ("memory", "spark")
 DEFAULT_DATASET_DIR = Path("out/dataset")
+DEFAULT_TARGET = "nettel"
 
 
 def add_dataset_command(subparsers: argparse._SubParsersAction) -> None:
@@ -23,17 +25,39 @@ def add_dataset_command(subparsers: argparse._SubParsersAction) -> None:
         "ingest and analysis, label the rows through --router-map, and write Parquet "
         "partitioned by day plus _dataset.json (docs/spark.md).",
     )
-    dataset.add_argument("--perfsonar-dir", required=True, help="archive directory (or URI)")
-    dataset.add_argument("--router-map", type=Path, required=True, help="router map JSON")
+    dataset.add_argument(
+        "--perfsonar-dir",
+        required=True,
+        help="archive directory (--engine spark: also a Hadoop URI such as hdfs://nn/path)",
+    )
+    dataset.add_argument("--router-map", type=local_path, required=True, help="router map JSON")
     dataset.add_argument(
         "--output",
-        type=Path,
+        type=local_path,
         default=DEFAULT_DATASET_DIR,
-        help=f"dataset directory, replaced if it holds a dataset (default {DEFAULT_DATASET_DIR})",
+        help="dataset directory, a local or mounted path, replaced if it holds a dataset "
+        f"(default {DEFAULT_DATASET_DIR})",
     )
-    dataset.add_argument("--target", choices=("nettel", "ratio"), default="nettel")
+    dataset.add_argument("--target", choices=("nettel", "ratio"), default=DEFAULT_TARGET)
     add_engine_options(dataset)
     dataset.set_defaults(run=run_dataset)
+
+
+def local_path(text: str) -> Path:
+    """An argparse type for a file or directory opened on this machine: a URI is refused."""
+    if is_uri(text):
+        raise argparse.ArgumentTypeError(f"{text} is a URI: give a local or mounted path")
+    return Path(text)
+
+
+def local_archive(directory: str) -> Path:
+    """The --perfsonar-dir of an in-memory build, which reads local (or mounted) files only."""
+    if is_uri(directory):
+        raise ValueError(
+            f"--perfsonar-dir {directory}: only --engine spark reads an archive from a URI"
+            " (mount it to read it in this process)"
+        )
+    return Path(directory)
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +69,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--spark-master",
-        default="local[*]",
+        default=None,
         help="Spark master URL for --engine spark (default local[*]; e.g. yarn, spark://h:7077)",
     )
     parser.add_argument(
@@ -63,10 +87,11 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_dataset_files(args: argparse.Namespace, output: Path) -> dict[str, object]:
-    """Write the rows with the chosen engine; the dataset description."""
+def build_dataset_files(args: argparse.Namespace, output: Path, target: str) -> dict[str, object]:
+    """Write the rows (labelled for `target`) with the chosen engine; the dataset description."""
     if args.engine == "spark":
         from training.spark_dataset import (
+            DEFAULT_MASTER,
             DEFAULT_POINTS_PER_GROUP,
             SparkOptions,
             build_spark_dataset,
@@ -75,7 +100,7 @@ def build_dataset_files(args: argparse.Namespace, output: Path) -> dict[str, obj
         )
 
         options = SparkOptions(
-            args.spark_master,
+            args.spark_master or DEFAULT_MASTER,
             parse_conf(args.spark_conf),
             args.points_per_group or DEFAULT_POINTS_PER_GROUP,
         )
@@ -86,7 +111,7 @@ def build_dataset_files(args: argparse.Namespace, output: Path) -> dict[str, obj
                 args.perfsonar_dir,
                 args.router_map,
                 output,
-                args.target,
+                target,
                 options.points_per_group,
             )
         finally:
@@ -95,7 +120,7 @@ def build_dataset_files(args: argparse.Namespace, output: Path) -> dict[str, obj
     from training.dataset import build_real_dataset
     from training.dataset_files import write_dataset
 
-    dataset = build_real_dataset(Path(args.perfsonar_dir), args.router_map, args.target)
+    dataset = build_real_dataset(local_archive(args.perfsonar_dir), args.router_map, target)
     description = {**dataset.description, "engine": "memory"}
     write_dataset(dataset, output, description)
     return {**description, "rows": len(dataset)}
@@ -104,7 +129,7 @@ def build_dataset_files(args: argparse.Namespace, output: Path) -> dict[str, obj
 def run_dataset(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
-        description = build_dataset_files(args, args.output)
+        description = build_dataset_files(args, args.output, args.target)
     except (ValueError, OSError, NettelError) as error:
         raise ConfigError(f"dataset: {error}") from None
     seconds = time.perf_counter() - started

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from service.analysis.features import FEATURE_NAMES
-from training.dataset import Dataset
+
+if TYPE_CHECKING:  # the CLI imports this module (is_uri): the replay stays unimported
+    from training.dataset import Dataset
 
 DESCRIPTION_FILE = "_dataset.json"  # "_": Parquet readers skip it
 LINK_COLUMNS = ("source", "destination")
@@ -35,6 +37,16 @@ def day_of_minute(minutes: np.ndarray) -> np.ndarray:
     """
     days = (np.asarray(minutes, np.int64) // 1440).astype("datetime64[D]")
     return np.datetime_as_string(days, unit="D")
+
+
+def is_uri(path: str | Path) -> bool:
+    """Whether `path` names its file system by scheme (hdfs://..., s3a://..., file://...):
+    only Spark's readers open those; everything else here needs a local or mounted path.
+
+    >>> is_uri("hdfs://nn:8020/monit/perfsonar"), is_uri("archive/2024-01")
+    (True, False)
+    """
+    return "://" in str(path)
 
 
 def dataset_columns(dataset: Dataset) -> dict[str, np.ndarray]:

@@ -42,9 +42,10 @@ Queue (`queue_waits_ms`), per probe, given the slice's queue load rho_q
     * rho_q < 1: Norros's storage model of a fluid FIFO fed by fractional Brownian motion: the
       queue (in ms of service) exceeds x with probability
       ``rho_q * exp(-(1 - rho_q)^(2H) x^(2-2H) / (2 kappa(H)^2 a rho_q))``, with
-      kappa(H) = H^H (1 - H)^(1 - H) and a the link's burstiness (0.05-1 ms): a Weibull tail,
-      not family A's geometric one. The factor rho_q is the busy probability of the queue.
-      A probe that would wait longer than the buffer is dropped (tail drop).
+      kappa(H) = H^H (1 - H)^(1 - H) and a the link's burstiness (0.02-0.3 ms,
+      `BURSTINESS_MS`): a Weibull tail, not family A's geometric one. The factor rho_q is the
+      busy probability of the queue. A probe that would wait longer than the buffer is dropped
+      (tail drop).
     * rho_q >= 1: the buffer stays nearly full: a probe is lost with the fluid overflow share
       1 - 1/rho_q and otherwise waits 90-100 % of the buffer.
     A probe's delay is base + clock offset + exponential jitter + its waits, bucketed to

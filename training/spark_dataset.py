@@ -41,6 +41,7 @@ from training.dataset_files import (
     PARTITION,
     ROW_COLUMNS,
     dataset_columns,
+    is_uri,
     prepare_output,
     write_description,
 )
@@ -55,7 +56,7 @@ from training.readers.ps_documents import DOCUMENT_FIELDS
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 DEFAULT_MASTER = "local[*]"
 #: Datapoints replayed together by one Python worker (about 0.5 kB of Python objects each).
@@ -161,7 +162,7 @@ def build_spark_dataset(
         replay = _replay_group(entries, first, n_minutes, target)
         rows = (
             points.where(F.col("reason").isNull())
-            .withColumn("group", F.pmod(F.hash("source", "destination"), F.lit(groups)))
+            .withColumn("group", link_group(groups))
             # a partition per group (not spark.sql.shuffle.partitions): the sort before the
             # day-partitioned write then holds about one group's rows, not a core's share of all
             .repartition(groups, "group")
@@ -192,6 +193,14 @@ def build_spark_dataset(
     }
     write_description(output, description)
     return SparkDatasetResult(written, description, time.perf_counter() - started)
+
+
+def link_group(groups: int) -> Column:
+    """The group (0 to `groups` - 1) of the `source`, `destination` link of a row: a hash, so
+    all rows of a link are in one group."""
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.hash("source", "destination"), F.lit(groups))
 
 
 def _key(item: tuple[str | None, Any]) -> str:
@@ -232,7 +241,7 @@ def read_archive_points(spark: SparkSession, directory: str) -> DataFrame:
 def _matching(spark: SparkSession, directory: str, pattern: str) -> list[str]:
     """Files of `directory` matching `pattern` (local paths are listed here; a URI such as
     hdfs://... is listed by Hadoop's glob)."""
-    if "://" not in directory:
+    if not is_uri(directory):
         return [str(path) for path in sorted(Path(directory).glob(pattern)) if path.is_file()]
     jvm = spark.sparkContext._jvm  # Hadoop's FileSystem.globStatus, as Spark's readers list
     assert jvm is not None

@@ -1,13 +1,16 @@
-"""Training from day-partitioned Parquet rows in streamed batches (`nettel train --engine spark`).
+"""Training from day-partitioned Parquet rows in streamed batches (`nettel train --engine spark`,
+`nettel train --dataset DIR`).
 
 The rows (``training.dataset_files`` layout, written by `nettel dataset`) are read batch by
-batch, never all at once: one pass for the per-link row and congestion counts (the link split,
-as ``split_links`` draws it), one for the scaler's bounds over the training links, then every
-epoch a fresh pass feeding Keras through ``tf.data`` (files in a seeded order per epoch, rows
-shuffled within each read batch). The bundle is written with ``models.bundle.save_bundle`` and
-scored on the held-out links by the same evaluation as `nettel train`; for that, the held-out
-rows and a uniform sample of the training rows (for the baselines' fits) are kept, at most
-``max_eval_rows`` of each (every k-th row beyond).
+batch, never all at once: one pass for the per-link row and congestion counts (the training,
+calibration and held-out links, as ``split_by_family`` draws them for one family), one for the
+scaler's bounds over the training links, then every epoch a fresh pass feeding Keras through
+``tf.data`` (files in a seeded order per epoch, rows shuffled within each read batch). The
+bundle is written with ``models.bundle.save_bundle``, calibrated on the calibration links and
+scored on the held-out links as `nettel train` does (``training.train.add_calibration``,
+``add_evaluation``); for that, the calibration and held-out rows and a uniform sample of the
+training rows (for the baselines' fits) are kept, at most ``max_eval_rows`` of each (every k-th
+row beyond).
 """
 
 from __future__ import annotations
@@ -32,7 +35,14 @@ from training.dataset import (
     split_link_ids,
 )
 from training.dataset_files import open_rows, read_description
-from training.train import TrainResult, add_evaluation, card_fields
+from training.train import (
+    DEFAULT_CALIBRATION_FRACTION,
+    TrainResult,
+    add_calibration,
+    add_evaluation,
+    card_fields,
+    check_run,
+)
 
 READ_BATCH_ROWS = 65_536
 DEFAULT_MAX_EVAL_ROWS = 2_000_000
@@ -47,10 +57,16 @@ class StreamedTrainOptions:
     output: Path = Path("models/bundle")
     seed: int = 0
     holdout_fraction: float = 0.2
+    calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION
     network: NetworkConfig = field(default_factory=NetworkConfig)
     epochs: int = 30
     verbose: int | str = "auto"
     max_eval_rows: int = DEFAULT_MAX_EVAL_ROWS
+
+    def __post_init__(self) -> None:
+        check_run(self.holdout_fraction, self.calibration_fraction, self.epochs)
+        if self.max_eval_rows < 1:
+            raise ValueError(f"max_eval_rows must be positive, not {self.max_eval_rows}")
 
 
 @dataclass(frozen=True)
@@ -70,20 +86,20 @@ class LinkSummary:
 def train_streamed(
     options: StreamedTrainOptions, log: Callable[[str], None] = print
 ) -> TrainResult:
-    """Split, scale, train and write the bundle from the Parquet rows (module docstring)."""
+    """Split, scale, train, write, calibrate and score the bundle from the Parquet rows
+    (module docstring)."""
     started = time.perf_counter()
     description = read_description(options.dataset_dir)
     rows = open_rows(options.dataset_dir)
     links = summarise_links(rows)
-    split = split_link_ids(
-        np.arange(len(links.names)), links.prone, options.holdout_fraction, options.seed
-    )
+    split = split_streamed(links, options)
     train_links = {links.names[i] for i in split.train}
     scaler = fit_scaler_streamed(rows, train_links)
     dataset_seconds = time.perf_counter() - started
     log(
         f"dataset: {int(links.rows.sum())} rows in {options.dataset_dir}, {len(split.train)}"
-        f" training links, {len(split.holdout)} held-out links ({dataset_seconds:.0f} s to scan)"
+        f" training links, {len(split.calibration)} calibration links, {len(split.holdout)}"
+        f" held-out links ({dataset_seconds:.0f} s to scan)"
     )
     model = build_network(len(FEATURE_NAMES), options.network, options.seed)
     train_rows = int(links.rows[split.train].sum())
@@ -94,9 +110,29 @@ def train_streamed(
     evaluation = evaluation_rows(rows, links, split, description, options.max_eval_rows)
     card = streamed_card(options, description, links, split, losses, seconds)
     directory = save_bundle(options.output, model, scaler, card)
+    add_calibration(directory, evaluation, split)
     return TrainResult(
         directory, add_evaluation(directory, evaluation, split), dataset_seconds, seconds
     )
+
+
+def split_streamed(links: LinkSummary, options: StreamedTrainOptions) -> LinkSplit:
+    """Training, calibration and held-out links (ids into `links.names`), drawn as
+    `split_by_family` draws them for one family; refused before training when the links are
+    too few for calibration links."""
+    split = split_link_ids(
+        np.arange(len(links.names)),
+        links.prone,
+        options.holdout_fraction,
+        options.seed,
+        options.calibration_fraction,
+    )
+    if not len(split.calibration):
+        raise ValueError(
+            f"{len(links.names)} links are too few for calibration links besides the held-out"
+            " and training links"
+        )
+    return split
 
 
 def _batches(rows: Any, columns: list[str], files: list[str] | None = None) -> Iterator[Any]:
@@ -182,18 +218,19 @@ def training_batches(
 def evaluation_rows(
     rows: Any, links: LinkSummary, split: LinkSplit, description: dict[str, Any], limit: int
 ) -> Dataset:
-    """Held-out rows and a sample of training rows (each at most `limit`) as one Dataset whose
-    link ids index `links.names`."""
+    """Held-out rows, calibration rows and a uniform sample of the training rows (each at most
+    `limit`: every k-th row beyond) as one Dataset whose link ids index `links.names`."""
     ids = {name: i for i, name in enumerate(links.names)}
-    held = np.isin(np.arange(len(links.names)), split.holdout)
-    strides = [max(1, -(-int(links.rows[mask].sum()) // limit)) for mask in (~held, held)]
-    seen = [0, 0]
+    sides = np.zeros(len(links.names), np.int8)  # 0 training, 1 held out, 2 calibration
+    sides[split.holdout], sides[split.calibration] = 1, 2
+    strides = [max(1, -(-int(links.rows[sides == side].sum()) // limit)) for side in range(3)]
+    seen = [0, 0, 0]
     parts: list[dict[str, np.ndarray]] = []
     columns = [*_LINK, "minute", *FEATURE_NAMES, "utilisation", "label", "empirical", "persistence"]
     for frame in _batches(rows, columns):
         link = _link_names(frame).map(ids).to_numpy(np.int32)
-        for side in (0, 1):
-            chosen = np.flatnonzero(held[link] == bool(side))
+        for side in range(3):
+            chosen = np.flatnonzero(sides[link] == side)
             keep = chosen[(seen[side] + np.arange(len(chosen))) % strides[side] == 0]
             seen[side] += len(chosen)
             part = {name: frame[name].to_numpy()[keep] for name in columns[2:]}
@@ -234,9 +271,12 @@ def streamed_card(
             "dataset_dir": str(options.dataset_dir),
             "training": "streamed batches from the day-partitioned Parquet rows",
             "holdout_fraction": options.holdout_fraction,
+            "calibration_fraction": options.calibration_fraction,
+            "calibration_links": [links.names[i] for i in split.calibration],
             "train_links": len(split.train),
             "train_rows": int(links.rows[split.train].sum()),
             "holdout_rows": int(links.rows[split.holdout].sum()),
+            "calibration_rows": int(links.rows[split.calibration].sum()),
             "holdout_links": [links.names[i] for i in split.holdout],
             "evaluation_rows_limit": options.max_eval_rows,
         },

@@ -53,19 +53,26 @@ class TrainOptions:
     verbose: int | str = "auto"
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.holdout_fraction < 1.0:
-            raise ValueError(f"holdout fraction must be in (0, 1), not {self.holdout_fraction}")
-        if not 0.0 < self.calibration_fraction < 1.0 - self.holdout_fraction:
-            raise ValueError(
-                f"calibration fraction must be in (0, {1 - self.holdout_fraction:g}), "
-                f"not {self.calibration_fraction}"
-            )
-        if self.epochs < 1 or self.target not in TARGET_DEFINITIONS:
+        check_run(self.holdout_fraction, self.calibration_fraction, self.epochs)
+        if self.target not in TARGET_DEFINITIONS:
             raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
 
     @property
     def seed(self) -> int:
         return self.source.seed
+
+
+def check_run(holdout_fraction: float, calibration_fraction: float, epochs: int) -> None:
+    """The split fractions and epochs of any training run, in memory or streamed."""
+    if not 0.0 < holdout_fraction < 1.0:
+        raise ValueError(f"holdout fraction must be in (0, 1), not {holdout_fraction}")
+    if not 0.0 < calibration_fraction < 1.0 - holdout_fraction:
+        raise ValueError(
+            f"calibration fraction must be in (0, {1 - holdout_fraction:g}), "
+            f"not {calibration_fraction}"
+        )
+    if epochs < 1:
+        raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from training.dataset import (
     compute_minute_stats,
     compute_target,
     replay_simulation,
+    split_by_family,
+    split_link_ids,
     split_links,
 )
 from training.simulator import MinuteMeasurements, build_mesh, simulate_minute, simulate_utilisation
@@ -157,23 +159,51 @@ def test_split_is_deterministic_for_a_seed(small: Dataset) -> None:
     assert len(others) > 1
 
 
+def test_calibration_links_come_out_of_the_training_links_as_split_by_family_draws_them(
+    small: Dataset,
+) -> None:
+    split = split_links(small, 0.25, seed=1, calibration_fraction=0.2)
+    without = split_links(small, 0.25, seed=1)
+    np.testing.assert_array_equal(split.holdout, without.holdout)
+    assert len(split.calibration) and set(split.calibration) <= set(without.train)
+    np.testing.assert_array_equal(split.train, np.setdiff1d(without.train, split.calibration))
+    by_family = split_by_family(small, 0.25, 1, 0.2)  # one family
+    ids = split_link_ids(np.arange(12), small.prone, 0.25, 1, 0.2)  # as streamed training
+    for side in ("train", "holdout", "calibration"):
+        np.testing.assert_array_equal(getattr(split, side), getattr(by_family, side))
+        np.testing.assert_array_equal(getattr(split, side), getattr(ids, side))
+    with pytest.raises(ValueError, match="calibration fraction"):
+        split_links(small, 0.25, seed=1, calibration_fraction=0.75)
+
+
 # --- real source -------------------------------------------------------------------------------
 
 
+#: Link 0's loss of this minute of a capture is sent wrong first, then right after every later
+#: minute: a repeated datapoint out of order, whose last value wins (as in serving).
+REPEATED_MINUTE = 16
+
+
 def write_capture(directory: Path, minutes: int) -> tuple[list[str], np.ndarray]:
-    """Bus messages of a 2-site simulated mesh, one JSON line per message; returns link IPs."""
+    """Bus messages of a 2-site simulated mesh, one JSON line per message; returns the link IPs
+    and the utilisation (links x minutes: a rising series for link 0, a falling one for link 1).
+    One datapoint is repeated out of order (REPEATED_MINUTE)."""
     mesh = build_mesh(2, SEED)
-    utilisation = np.tile(np.linspace(0.1, 1.1, minutes), (2, 1))
-    lines = []
+    rising = np.linspace(0.1, 1.1, minutes)
+    utilisation = np.vstack([rising, rising[::-1]])
+    lines, late = [], []
     for k in range(minutes):
         measured = simulate_minute(mesh, utilisation[:, k], FIRST + k, SEED)
         for link in range(2):
             ts = measured.timestamp
             delay = build_delay_message(mesh, link, {ts: measured.histogram(link)})
             loss = build_loss_message(mesh, link, {ts: float(measured.loss[link])})
+            if (k, link) == (REPEATED_MINUTE, 0):
+                late.append(json.dumps({"headers": loss[0], "body": loss[1]}))
+                loss = build_loss_message(mesh, link, {ts: 0.5})
             lines += [json.dumps({"headers": h, "body": b}) for h, b in (delay, loss)]
     directory.mkdir()
-    (directory / "capture.jsonl").write_text("\n".join(lines) + "\n")
+    (directory / "capture.jsonl").write_text("\n".join(lines + late) + "\n")
     return list(mesh.host_ips), utilisation
 
 

@@ -1,5 +1,5 @@
 """`nettel dataset --engine spark`: the same rows as the in-memory replay, rejects counted by
-reason, and streamed training from its Parquet rows (Spark local mode, one session)."""
+reason, and `nettel train --dataset` reading its Parquet rows (Spark local mode, one session)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from models.bundle import load_bundle
-from models.network import NetworkConfig
 from service.analysis.features import FEATURE_NAMES
+from service.cli import main
 from tests.training.test_dataset import write_capture
 from tests.training.test_ps_documents import write_router_map
 from training.dataset import WARMUP_MINUTES, build_real_dataset
 from training.dataset_files import open_rows, read_description, write_dataset
-from training.streamed_training import StreamedTrainOptions, train_streamed
+from training.streamed_training import summarise_links
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.slow
@@ -79,11 +78,11 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def spark_rows(
     spark: object, archive: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, object]:
-    """The archive's rows built by the Spark job (groups of at most 1,500 datapoints)."""
+    """The archive's rows built by the Spark job (groups of at most 800 datapoints)."""
     from training.spark_dataset import build_spark_dataset
 
     output = tmp_path_factory.mktemp("spark") / "rows"
-    return output, build_spark_dataset(spark, *archive, output, points_per_group=1500)
+    return output, build_spark_dataset(spark, *archive, output, points_per_group=800)
 
 
 def sorted_rows(directory: Path) -> pd.DataFrame:
@@ -93,15 +92,24 @@ def sorted_rows(directory: Path) -> pd.DataFrame:
 
 
 def test_spark_and_in_memory_engines_write_the_same_rows(
-    spark_rows: tuple[Path, Any], archive: tuple[Path, Path], tmp_path: Path
+    spark: Any, spark_rows: tuple[Path, Any], archive: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    """Two links with utilisation series of their own, replayed in different groups; one
+    datapoint repeated out of order (`write_capture`), so the job's record order decides."""
+    from training.spark_dataset import link_group
+
     directory, result = spark_rows
     dataset = build_real_dataset(*archive)
     write_dataset(dataset, tmp_path / "memory", {**dataset.description, "engine": "memory"})
 
     memory, distributed = sorted_rows(tmp_path / "memory"), sorted_rows(directory)
     assert len(memory) == result.rows == 2 * (MINUTES - WARMUP_MINUTES) == 3000
-    assert result.description["link_groups"] == 5  # 7,520 datapoints in groups of 1,500
+    groups = result.description["link_groups"]
+    assert (result.description["datapoints"], groups) == (6129, 8)  # groups of 800
+    links = spark.read.parquet(str(directory)).select("source", "destination").distinct()
+    assert len({row[0] for row in links.select(link_group(groups)).collect()}) == 2
+    first, second = (link["label"].to_numpy() for _, link in memory.groupby("source"))
+    assert not np.array_equal(first, second)  # each link's labels are its own
     np.testing.assert_allclose(
         distributed[list(FEATURE_NAMES)].to_numpy(),
         memory[list(FEATURE_NAMES)].to_numpy(),
@@ -117,27 +125,14 @@ def test_spark_and_in_memory_engines_write_the_same_rows(
     assert read_description(directory)["engine"] == "spark"
 
 
-@pytest.mark.filterwarnings("error:Your input ran out of data")  # every epoch runs to its end
-def test_streamed_training_writes_a_loadable_bundle(
-    spark_rows: tuple[Path, Any], tmp_path: Path
+def test_training_from_the_spark_rows_needs_links_for_calibration(
+    spark_rows: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`nettel train --dataset` streams the job's rows; two links cannot give training,
+    calibration and held-out links, which is refused before training."""
     directory, _ = spark_rows
-    options = StreamedTrainOptions(
-        dataset_dir=directory,
-        output=tmp_path / "bundle",
-        holdout_fraction=0.5,
-        network=NetworkConfig(widths=(8, 4, 2), dropout=0.0),
-        epochs=2,
-        verbose=0,
-    )
-    result = train_streamed(options, log=lambda line: None)
-    assert result.card["epochs"] == 2
-
-    bundle = load_bundle(result.directory, FEATURE_NAMES)
-    data = bundle.card["training_data"]
-    assert (data["engine"], data["target"], data["train_links"]) == ("spark", "nettel", 1)
-    assert data["train_rows"] + data["holdout_rows"] == 3000
-    assert bundle.card["evaluation"]["rows"] == data["holdout_rows"] == 1500
-    rows = sorted_rows(directory)
-    predicted = bundle.predict(rows[list(FEATURE_NAMES)].to_numpy(np.float32))
-    assert predicted.shape == (3000,) and np.isfinite(predicted).all()
+    assert summarise_links(open_rows(directory)).rows.tolist() == [1500, 1500]
+    argv = ["train", "--dataset", str(directory), "--output", str(tmp_path / "bundle")]
+    assert main(argv) == 2
+    assert "2 links are too few for calibration links" in capsys.readouterr().err
+    assert not (tmp_path / "bundle").exists()
