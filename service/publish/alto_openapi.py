@@ -132,15 +132,19 @@ def _costs(keys: Schema) -> Schema:
     return {"type": "object", "propertyNames": keys, "additionalProperties": row}
 
 
-def _lists(items: Schema, max_items: int | None, what: str) -> Schema:
+def _lists(
+    items: Schema, what: str, max_items: int | None = None, dsts_required: bool = False
+) -> Schema:
+    """An object of `srcs` and `dsts` lists; `dsts_required`: present with at least one item."""
     listed: Schema = {"type": "array", "items": items}
     if max_items is not None:
         listed["maxItems"] = max_items
+    dsts = listed | {"minItems": 1} if dsts_required else listed
     return {
         "type": "object",
         "properties": {"srcs": listed | {"description": f"source {what}"}}
-        | {"dsts": listed | {"description": f"destination {what}"}},
-    }
+        | {"dsts": dsts | {"description": f"destination {what}"}},
+    } | ({"required": ["dsts"]} if dsts_required else {})
 
 
 _DOCUMENTS: dict[str, Schema] = {
@@ -215,7 +219,7 @@ _REQUESTS: dict[str, Schema] = {
             "cost-type": _COST_TYPE
             | {"description": "numerical, of the cost map's own metric (the one in the path)"},
             "constraints": _NO_CONSTRAINTS,
-            "pids": _lists(_PID, None, "PIDs; absent or empty: every PID")
+            "pids": _lists(_PID, "PIDs; absent or empty: every PID")
             | {"description": "a PID the map does not have is ignored"},
         },
     },
@@ -227,7 +231,10 @@ _REQUESTS: dict[str, Schema] = {
             "cost-type": _COST_TYPE,
             "constraints": _NO_CONSTRAINTS,
             "endpoints": _lists(
-                _TYPED_ADDRESS, MAX_LISTED_ENDPOINTS, "addresses; absent: the client's address"
+                _TYPED_ADDRESS,
+                "addresses (sources empty or absent: the client's address)",
+                MAX_LISTED_ENDPOINTS,
+                dsts_required=True,
             )
             | {
                 "description": f"at most {MAX_ENDPOINT_PAIRS:,} (source, destination) pairs of "

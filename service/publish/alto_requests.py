@@ -228,9 +228,16 @@ def _pids(pids: dict[str, Any], side: str) -> tuple[str, ...] | None:
 
 
 def _endpoints(endpoints: dict[str, Any], side: str, client: str | None) -> tuple[Endpoint, ...]:
+    """A side's typed addresses (section 11.5.1.3): `dsts` must list at least one; `srcs` empty
+    or left out stands for the requesting client's address."""
     field = f"endpoints/{side}"
-    if side in endpoints:
-        return tuple(parse_typed_address(text, field) for text in _strings(endpoints, side, field))
+    listed = _strings(endpoints, side, field)
+    if listed:
+        return tuple(parse_typed_address(text, field) for text in listed)
+    if side == "dsts":
+        if side in endpoints:
+            raise AltoError(E_INVALID_FIELD_VALUE, field, [])
+        raise AltoError(E_MISSING_FIELD, field)
     try:
         address = ipaddress.ip_address(client or "")
     except ValueError:

@@ -101,7 +101,9 @@ class AltoView:
     """ALTO documents of one snapshot, from its host links and their site-level aggregation.
 
     `version` names the snapshot (endpoint cost replies carry it as their vtag); `networks_of`
-    gives a site's networks (CIDR strings), none by default.
+    gives a site's networks (CIDR strings), none by default; `listed_sites` are the inventory's
+    sites with networks, which get a PID even while none of their links is measured (a client's
+    longest-prefix lookup still finds their addresses' site).
     """
 
     def __init__(
@@ -111,8 +113,10 @@ class AltoView:
         *,
         version: str,
         networks_of: NetworksOf | None = None,
+        listed_sites: Iterable[str] = (),
     ) -> None:
         self._links = links
+        self._listed_sites = listed_sites
         self._site_links = site_links
         self._version = version
         self._networks_of = networks_of or _no_networks
@@ -200,7 +204,8 @@ class AltoView:
 
     @cached_property
     def _hosts_by_site(self) -> dict[str, set[str]]:
-        hosts: dict[str, set[str]] = defaultdict(set)
+        hosts: defaultdict[str, set[str]] = defaultdict(set)
+        hosts.update((site, set()) for site in self._listed_sites)
         for link in self._links:
             for side in ("source", "destination"):
                 hosts[site_key(link, side)].add(link[side])

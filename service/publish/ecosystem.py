@@ -89,14 +89,19 @@ def build_ecosystem(runtime: Runtime) -> Ecosystem:
     site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(
         lambda matrix: aggregate_sites(matrix.links)
     )
-    alto_view = SnapshotMemo(  # the topology in use when the snapshot is first read
-        lambda matrix: AltoView(
+
+    def alto_view_of(matrix: CostMatrix) -> AltoView:
+        """The ALTO view of a snapshot, with the topology in use when it is first read."""
+        topology = runtime.state.index.topology
+        return AltoView(
             matrix.links,
             site_links(matrix),
             version=matrix.etag.strip('"'),
-            networks_of=runtime.state.index.topology.networks_of,
+            networks_of=topology.networks_of,
+            listed_sites=tuple(topology.networks_by_site),
         )
-    )
+
+    alto_view = SnapshotMemo(alto_view_of)
 
     def latest() -> CostMatrix | None:
         return runtime.cycle.latest
@@ -115,7 +120,7 @@ def build_ecosystem(runtime: Runtime) -> Ecosystem:
 
 def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
     settings = runtime.settings
-    if not settings.publish_telemetry:
+    if not settings.telemetry_enabled:
         return None
     return TelemetryPublisher(
         broker_access(settings),

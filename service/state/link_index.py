@@ -4,7 +4,8 @@ A row is keyed by its ends' identities, their IPs where known. Bus messages carr
 and the host names the toolkit used, so the index learns each host's address (per IP version).
 pScheduler runs name the ends as their task does, mostly by host name (`NamedEndpoints`): a
 name resolves to the address the bus revealed for it (of the run's IP version), else to the
-address the run carries (an IP literal, or DNS when enabled); an end still unresolved is keyed
+address the topology's inventory pairs with it (pSConfig), else to the address the run carries
+(an IP literal, or DNS when enabled); an end still unresolved is keyed
 by its lower-cased host name, prefixed `ipv4:`/`ipv6:` when the run fixes the IP version (so a
 dual-stack mesh's two links stay apart). When such an end resolves later (the bus reports the
 link, or a run comes after the bus revealed the host), its row is re-keyed: the same directed
@@ -172,17 +173,20 @@ class LinkIndex:
         return row
 
     def _resolve(self, host: str, address: str, ip_version: int) -> str:
-        """An end's identity: its address as the bus revealed it, else as given, else the name."""
+        """An end's identity: its address as the bus revealed it, else as the inventory gives
+        it, else as the run gives it, else the name."""
         if ip_version:
             learned = self.ip_by_host_version.get((host, ip_version))
         else:
             learned = self.ip_by_host.get(host)
-        return learned or address or named(host, ip_version)
+        listed = self.topology.address_of(host, ip_version)
+        return learned or listed or address or named(host, ip_version)
 
     def _identity(self, name: str, ip_version: int) -> str:
         """The identity a row would use for an end named `name` (an IP or a host name)."""
         host = host_key(name)
-        return self.ip_by_host.get(host) or canonical_ip(name) or named(host, ip_version)
+        known = self.ip_by_host.get(host) or self.topology.address_of(host, ip_version)
+        return known or canonical_ip(name) or named(host, ip_version)
 
     def _adopt(self, key: Key, name_keys: list[Key]) -> int | None:
         """The row of this link still keyed by a host name, re-keyed to `key`; None if none."""

@@ -1,20 +1,22 @@
 """Which site each perfSONAR host belongs to: host names, addresses and the sites' networks.
 
 A `Topology` is immutable; a refresh builds a new one. `site_of` matches an exact host name,
-then an exact address, then the longest network (IPv4 or IPv6) holding the address.
+then an exact address, then the longest network (IPv4 or IPv6) holding the address. An
+inventory that pairs host names with addresses (pSConfig) also answers `address_of`, which
+gives a pScheduler run's named ends the identity the bus uses for them.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from service.parse.perfsonar import canonical_ip
 from service.state.prefix_table import Network, PrefixTable
 
-_Key = TypeVar("_Key", str, Network)
+_Key = TypeVar("_Key", str, Network, tuple[str, int])
 
 
 def host_key(name: str) -> str:
@@ -43,6 +45,8 @@ class Topology:
     prefixes: PrefixTable = field(
         default_factory=lambda: PrefixTable.build(()), repr=False, compare=False
     )
+    #: (`host_key` of a host name, 4 or 6) -> the address the inventory pairs it with.
+    address_by_host: dict[tuple[str, int], str] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, sites: dict[str, list[str]]) -> Topology:
@@ -60,14 +64,21 @@ class Topology:
 
     @classmethod
     def from_inventory(
-        cls, hosts: Iterable[tuple[str, str]], networks: Iterable[tuple[str, str]]
+        cls,
+        hosts: Iterable[tuple[str, str]],
+        networks: Iterable[tuple[str, str]],
+        addresses: Iterable[tuple[str, str]] = (),
     ) -> Topology:
-        """Build from an inventory's `(host name or IP, site)` and `(CIDR, site)` pairs.
+        """Build from an inventory's `(host name or IP, site)`, `(CIDR, site)` and `(host name,
+        IP)` pairs.
 
-        An inventory is not the operator's to fix, so a host or network it gives two sites and
-        a network that does not parse are left out (named in `skipped`), not refused.
+        An inventory is not the operator's to fix, so a host or network it gives two sites, a
+        host name it gives two addresses of one IP version and a network that does not parse are
+        left out (named in `skipped`), not refused.
         """
         site_by_host, skipped = _unambiguous((entry_key(host), site) for host, site in hosts)
+        address_by_host, two_addresses = _unambiguous(_address_keys(addresses))
+        skipped += two_addresses
         parsed: list[tuple[Network, str]] = []
         for cidr, site in networks:
             try:
@@ -80,7 +91,7 @@ class Topology:
             grouped.setdefault(site, []).append(network)
         by_site = {site: _network_order(networks) for site, networks in sorted(grouped.items())}
         table = PrefixTable.build(site_by_network.items())
-        return cls(site_by_host, by_site, tuple(skipped + ambiguous), table)
+        return cls(site_by_host, by_site, tuple(skipped + ambiguous), table, address_by_host)
 
     @property
     def sites(self) -> list[str]:
@@ -97,6 +108,21 @@ class Topology:
         (('10.0.0.0/8', '192.0.2.0/24', '2001:db8::/32'), ())
         """
         return self.networks_by_site.get(site, ())
+
+    def address_of(self, host: str, ip_version: int) -> str | None:
+        """The address the inventory pairs with host name `host`, of IP version 4 or 6 (0:
+        either, IPv4 first); None when it gives none.
+
+        >>> topology = Topology.from_inventory([], [], [("PS.Site-C.org", "2001:DB8::7")])
+        >>> topology.address_of("ps.site-c.org", 6), topology.address_of("ps.site-c.org", 4)
+        ('2001:db8::7', None)
+        >>> topology.address_of("ps.site-c.org.", 0)
+        '2001:db8::7'
+        """
+        key = host_key(host)
+        if ip_version:
+            return self.address_by_host.get((key, ip_version))
+        return self.address_by_host.get((key, 4)) or self.address_by_host.get((key, 6))
 
     def site_of(self, host: str, ip: str) -> str | None:
         """Site of an end: by host name, else by address, else by the longest network."""
@@ -115,18 +141,30 @@ def entry_key(text: str) -> str:
     return canonical_ip(text) or host_key(text)
 
 
+def _address_keys(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[tuple[str, int], str]]:
+    """((host name, IP version), canonical address) of `(host name, IP)` pairs."""
+    for host, ip in pairs:
+        address = ipaddress.ip_address(ip.strip())
+        yield (host_key(host), address.version), str(address)
+
+
 def _unambiguous(pairs: Iterable[tuple[_Key, str]]) -> tuple[dict[_Key, str], list[str]]:
-    """`{key: site}` of keys given one site only, and what was dropped for having two."""
+    """`{key: value}` of keys given one value (a site, an address) only, and what was dropped
+    for having two."""
     sites_of: dict[_Key, set[str]] = {}
     for key, site in pairs:
         sites_of.setdefault(key, set()).add(site)
     chosen = {key: next(iter(sites)) for key, sites in sites_of.items() if len(sites) == 1}
     dropped = [
-        f"{key} is given to {', '.join(sorted(sites))}; matched to none"
+        f"{_described(key)} is given to {', '.join(sorted(sites))}; matched to none"
         for key, sites in sites_of.items()
         if len(sites) > 1
     ]
     return chosen, dropped
+
+
+def _described(key: str | Network | tuple[str, int]) -> str:
+    return f"{key[0]} (IPv{key[1]})" if isinstance(key, tuple) else str(key)
 
 
 def _network_order(networks: list[Network]) -> tuple[str, ...]:

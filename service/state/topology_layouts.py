@@ -5,7 +5,8 @@
   "endpoint": host}, ...], "netroutes": {route: {"networks": {"ipv4": [...], "ipv6": [...]}}}}}`.
 - `cric-services`: CRIC's PerfSonar service query, `{key: {"endpoint": host, "rcsite": site}}`.
 - `psconfig`: a pSConfig document, `{"addresses": {name: {"address", "host", "_meta": {...}}}}`,
-  the site in each address's `_meta` under a chosen key (the web admin writes `display-name`).
+  the site in each address's `_meta` under a chosen key (the web admin writes `display-name`);
+  an entry that names a host and gives an IP pairs the two (`Topology.address_of`).
 
 Every function here takes decoded JSON/YAML and raises ValueError saying what is wrong.
 """
@@ -63,7 +64,10 @@ def parse_topology(document: Any, site_key: str = PSCONFIG_SITE_KEY) -> tuple[La
     if layout is Layout.SITES:
         topology = Topology.from_mapping({str(site): hosts for site, hosts in document.items()})
     elif layout is Layout.PSCONFIG:
-        topology = Topology.from_inventory(_psconfig_hosts(document["addresses"], site_key), [])
+        addresses = document["addresses"]
+        topology = Topology.from_inventory(
+            _psconfig_hosts(addresses, site_key), [], _psconfig_addresses(addresses)
+        )
     elif layout is Layout.CRIC_SERVICES:
         topology = Topology.from_inventory(_service_hosts(document), [])
     else:
@@ -117,6 +121,25 @@ def _psconfig_hosts(addresses: Mapping[str, Any], site_key: str) -> Iterator[tup
             for host in (name, entry.get("address"), entry.get("host")):
                 if isinstance(host, str) and host.strip():
                     yield host, site.strip()
+
+
+def _psconfig_addresses(addresses: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(host name, IP) of every address entry whose names (key, `address`, `host`) include both.
+
+    >>> list(_psconfig_addresses({"192.0.2.77": {"address": "192.0.2.77", "host": "ps.c.org"},
+    ...                           "ps.a.org": {"address": "ps.a.org"}}))
+    [('ps.c.org', '192.0.2.77')]
+    """
+    for name, entry in addresses.items():
+        if not isinstance(entry, dict):
+            continue
+        names = {
+            n.strip() for n in (name, entry.get("address"), entry.get("host")) if isinstance(n, str)
+        }
+        ips = {ip for ip in map(canonical_ip, names) if ip}
+        for host in sorted(n for n in names if n and canonical_ip(n) is None):
+            for ip in sorted(ips):
+                yield host, ip
 
 
 def _endpoint(service: Mapping[str, Any], site: str) -> Iterator[tuple[str, str]]:

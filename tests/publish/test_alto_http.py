@@ -184,13 +184,25 @@ def test_endpoint_costs_for_every_metric_keep_the_requests_spelling(alto):
     assert loss["endpoint-cost-map"] == {"ipv4:192.0.2.2": {"ipv4:198.51.100.20": 1.0}}
 
 
-def test_a_list_left_out_stands_for_the_requesting_client(alto):
-    body = {"cost-type": COST, "endpoints": {"dsts": ["ipv4:192.0.2.1"]}}
-    response = post(alto, "/alto/endpointcost", body, ENDPOINT_COST_PARAMS)
-    assert response.json()["endpoint-cost-map"] == {}  # 127.0.0.1 -> CERN: no cost
+def test_sources_left_out_or_empty_stand_for_the_client_and_destinations_are_required(alto):
+    """RFC 7285 section 11.5.1.3: an empty or absent srcs list is the client's own address;
+    the dsts list must not be empty."""
+    for endpoints in ({"dsts": ["ipv4:192.0.2.1"]}, {"srcs": [], "dsts": ["ipv4:192.0.2.1"]}):
+        body = {"cost-type": COST, "endpoints": endpoints}
+        response = post(alto, "/alto/endpointcost", body, ENDPOINT_COST_PARAMS)
+        assert response.status_code == 200  # 127.0.0.1 -> CERN: measured by no link
+        assert response.json()["endpoint-cost-map"] == {}
     body = {"cost-type": COST, "endpoints": {"srcs": ["ipv4:192.0.2.1"], "dsts": []}}
-    response = post(alto, "/alto/endpointcost", body, ENDPOINT_COST_PARAMS)
-    assert response.status_code == 200 and response.json()["endpoint-cost-map"] == {}
+    assert alto_error(post(alto, "/alto/endpointcost", body, ENDPOINT_COST_PARAMS), 400) == {
+        "code": "E_INVALID_FIELD_VALUE",
+        "field": "endpoints/dsts",
+        "value": [],
+    }
+    body = {"cost-type": COST, "endpoints": {"srcs": ["ipv4:192.0.2.1"]}}
+    assert alto_error(post(alto, "/alto/endpointcost", body, ENDPOINT_COST_PARAMS), 400) == {
+        "code": "E_MISSING_FIELD",
+        "field": "endpoints/dsts",
+    }
 
 
 def test_filtered_cost_map_keeps_the_pids_asked_for(alto):
@@ -219,7 +231,7 @@ def test_every_reply_has_its_bare_media_type_without_accept_and_with_openalto_he
     """alto.client sends no Accept; OpenALTO's client sends `accepts:` and compares the whole
     Content-Type header with the bare media type."""
     connection = http_client.HTTPConnection(alto.base_url.host, alto.base_url.port)
-    body = orjson.dumps({"cost-type": COST, "endpoints": {"srcs": [], "dsts": []}})
+    body = orjson.dumps({"cost-type": COST, "endpoints": {"dsts": ["ipv4:192.0.2.1"]}})
     requests = [
         ("GET", "/alto", None, DIRECTORY),
         ("GET", "/alto/networkmap", None, NETWORK_MAP),
@@ -329,7 +341,7 @@ def test_a_body_of_another_media_type_is_415(alto, path, content_type):
 
 
 def test_media_type_parameters_on_a_request_are_accepted(alto):
-    body = {"cost-type": COST, "endpoints": {"srcs": [], "dsts": []}}
+    body = {"cost-type": COST, "endpoints": {"dsts": ["ipv4:192.0.2.1"]}}
     response = post(alto, "/alto/endpointcost", body, f"{ENDPOINT_COST_PARAMS}; charset=UTF-8")
     assert response.status_code == 200
 
@@ -356,7 +368,7 @@ def test_a_body_over_the_limit_is_413(alto):
 def test_resources_of_the_matrix_answer_503_before_the_first_one(served, alto):
     runtime = served[1]
     runtime.cycle.latest = None
-    body = {"cost-type": COST, "endpoints": {"srcs": [], "dsts": []}}
+    body = {"cost-type": COST, "endpoints": {"dsts": ["ipv4:192.0.2.1"]}}
     assert post(alto, "/alto/endpointcost", body, ENDPOINT_COST_PARAMS).status_code == 503
     assert alto.get("/alto/networkmap").status_code == 503
     assert alto.get("/alto").status_code == 200
@@ -380,6 +392,23 @@ def test_the_network_map_vtag_follows_the_sites_networks(served, alto):
     assert second["meta"]["vtag"]["tag"] != first["meta"]["vtag"]["tag"]
     assert cost_map["meta"]["dependent-vtags"] == [second["meta"]["vtag"]]
     assert from_pic["endpoint-cost-map"] == {"ipv4:203.0.113.200": {"ipv4:192.0.2.1": 0.6}}
+
+
+def test_an_inventory_site_without_measured_links_still_has_its_pid(served, alto):
+    """A CRIC site with netroutes but no link in the matrix is in the network map, so a
+    client's longest-prefix lookup finds its addresses' site; no cost names it."""
+    runtime = served[1]
+    networks = [*NETWORKS, ("192.88.99.0/24", "FNAL"), ("2001:db8:f::/48", "FNAL")]
+    runtime.state.index.set_topology(Topology.from_inventory([], networks))
+    try:
+        runtime.cycle.latest = make_matrix(LINKS)
+        network_map = alto.get("/alto/networkmap").json()["network-map"]
+        cost_map = alto.get("/alto/costmap/priv:nettel-cost").json()["cost-map"]
+    finally:
+        runtime.state.index.set_topology(Topology.from_inventory([], NETWORKS))
+        runtime.cycle.latest = make_matrix(LINKS)
+    assert network_map["FNAL"] == {"ipv4": ["192.88.99.0/24"], "ipv6": ["2001:db8:f::/48"]}
+    assert "FNAL" not in cost_map and all("FNAL" not in row for row in cost_map.values())
 
 
 def test_a_replica_sorter_ranks_replicas_for_a_reader_from_the_directory_on(served, alto):

@@ -73,6 +73,29 @@ def test_the_bus_first_then_a_run_resolve_to_the_bus_row() -> None:
     assert slot(state, 0, "loss") == 0.0
 
 
+def test_the_inventorys_addresses_key_a_run_before_the_bus_reports_anything() -> None:
+    """A pSConfig topology pairs the hosts with their addresses: the run's row is keyed by the
+    IPs from the start, and the bus's later messages land in it without a re-key."""
+    pairs = [(SOURCE_HOST, SOURCE_IP), (DESTINATION_HOST.upper(), DESTINATION_IP)]
+    state = LinkState(Topology.from_inventory([(SOURCE_HOST, "SITE-A")], [], pairs))
+    state.apply_batch(run_messages(), NOW)
+    assert state.index.rows == {(SOURCE_IP, DESTINATION_IP): 0}
+    assert state.index.find_by_name(SOURCE_HOST, DESTINATION_HOST) == 0
+    before = state.index.names_version
+    state.apply(loss_message({BASE_TS + 60: 0.02}), NOW)
+    assert len(state) == 1 and state.index.names_version == before
+    assert round(slot(state, 0, "delay_mean"), 4) == 2.9321
+
+
+def test_the_bus_overrules_the_inventory_for_an_address() -> None:
+    """The address the bus reported for a host wins over a stale inventory entry."""
+    topology = Topology.from_inventory([], [], [(SOURCE_HOST, "192.0.2.250")])
+    state = LinkState(topology)
+    state.apply(delay_message({BASE_TS - 60: 5.0}), NOW)
+    state.apply_batch(run_messages(), NOW)
+    assert len(state) == 1 and state.index.sources == [SOURCE_IP]
+
+
 def test_a_host_the_bus_revealed_on_another_link_resolves_that_end() -> None:
     state = LinkState()
     state.apply(

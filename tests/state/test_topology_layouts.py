@@ -142,3 +142,24 @@ def test_a_malformed_cric_export_names_the_field() -> None:
 def test_a_cric_site_without_perfsonar_or_networks_names_no_site() -> None:
     with pytest.raises(ValueError, match="cric-rcsite layout names no site"):
         parse_topology({"X": {"services": [{"type": "CE", "endpoint": "ce.x.org"}]}})
+
+
+def test_psconfig_pairs_host_names_with_addresses() -> None:
+    """An address entry keyed by IP with a `host` name gives that name its address."""
+    _, topology = parse_topology(document("psconfig-mesh.json"))
+    assert topology.address_of("owamp.site-c.example.com", 4) == "192.0.2.77"
+    assert topology.address_of("OWAMP.site-c.example.com.", 0) == "192.0.2.77"
+    assert topology.address_of("owamp.site-c.example.com", 6) == "2001:db8:42::7"
+    assert topology.address_of("psl01.site-a.example.org", 4) is None  # named, no address
+
+
+def test_a_host_given_two_addresses_of_one_version_gets_none() -> None:
+    entries = {
+        "192.0.2.1": {"host": "ps.x.org", "_meta": {"display-name": "X"}},
+        "192.0.2.2": {"host": "ps.x.org", "_meta": {"display-name": "X"}},
+        "2001:db8::1": {"host": "ps.x.org", "_meta": {"display-name": "X"}},
+    }
+    _, topology = parse_topology({"addresses": entries})
+    assert topology.address_of("ps.x.org", 4) is None
+    assert topology.address_of("ps.x.org", 6) == "2001:db8::1"
+    assert "ps.x.org (IPv4) is given to 192.0.2.1, 192.0.2.2; matched to none" in topology.skipped
