@@ -19,7 +19,9 @@ _PATH_START = r"(?<![\w.$}-])/"
 FORBIDDEN = [
     re.compile(re.escape(".." + "/shared")),
     re.compile(re.escape("shared" + "/samples")),
-    re.compile(_PATH_START + "(?:work|root)" + "/"),
+    # Home and data folders of developers' and cluster machines (system paths like /usr, /etc,
+    # /opt and /tmp name what an image or package installs, not a machine's files).
+    re.compile(_PATH_START + "(?:work|root|mnt|srv|data|scratch|Users)" + "/"),
     # The runtime image's own home directory (Dockerfile's nettel user) is not a host path.
     re.compile(_PATH_START + "home" + r"/(?!nettel\b)"),
 ]
@@ -61,6 +63,9 @@ def test_the_patterns_catch_machine_paths_and_spare_relative_ones() -> None:
         "cp " + "/root" + "/.config/x .",
         "cd " + "/home" + "/alice/nettel",
         "file://" + "/work" + "/main/README.md",
+        "--perfsonar-dir " + "/data" + "/ps-archive",
+        "open(" + '"/mnt' + '/shared/router.csv")',
+        "ls " + "/scratch" + "/alice/rows",
     ]:
         assert flagged(line), line
     for line in [

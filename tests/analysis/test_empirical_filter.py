@@ -1,4 +1,4 @@
-"""The delay-and-loss filter exactly as domain.md section 3 states it."""
+"""The delay-and-loss filter exactly as netTel defines it (service/analysis/empirical_filter.py)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
 from tests.message_factory import body, sample_body
 
-DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"  # domain.md section 2
+DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"  # the perfSONAR raw delay topic
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 NOW = 1_700_000_200.0  # all three loss-sample datapoints and the delay sample fit the window
 TOPICS = {DELAY_TOPIC: MeasurementKind.DELAY, LOSS_TOPIC: MeasurementKind.LOSS}
