@@ -44,7 +44,6 @@ from benchmarks.load import (
 )
 from benchmarks.model import model_description
 from benchmarks.proc import cpu_seconds
-from devtools.activemq import free_port
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.pipeline import PSCHEDULER_DESTINATION
@@ -198,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = ["--interval", "10", "--freshness", "1", "--ingest-client-rate", "1000000"]
     extra += ["--ingest-client-burst", "1000000"]
     service = launch_service(
-        f"127.0.0.1:{free_port()}",  # nothing listens: no broker, HTTP only
+        "none",  # no broker: HTTP only
         extra,
         output / "service.log",
         env={"NETTEL_INGEST_TOKEN": TOKEN},

@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from service.client_cli import add_costmatrix_command
@@ -142,7 +142,7 @@ def _run_backfill(args: argparse.Namespace) -> int:
 
     from service.ingest.archive_backfill import ArchiveBackfill
     from service.ingest.pipeline import IngestPipeline
-    from service.persistence import Persistence
+    from service.persistence import Persistence, acknowledge_nothing
     from service.runtime import backfill_settings, restore_state, topic_kinds
     from service.state.journal import Journal
     from service.state.snapshot_store import SnapshotStore
@@ -159,7 +159,7 @@ def _run_backfill(args: argparse.Namespace) -> int:
         state = restore_state(settings, store)
         pipeline = IngestPipeline(state, topic_kinds(settings))
         journal = Journal(store.directory)
-        persistence = Persistence(pipeline, store, journal, _nothing_to_acknowledge)
+        persistence = Persistence(pipeline, store, journal, acknowledge_nothing)
         persistence.replay_journal()
         report = ArchiveBackfill(state, archive).run()
         persistence.stop()  # writes the snapshot, then closes the journal
@@ -167,11 +167,6 @@ def _run_backfill(args: argparse.Namespace) -> int:
         lock.release()
     print(orjson.dumps(report.summary()).decode())
     return 0 if report.complete else 1
-
-
-def _nothing_to_acknowledge(tokens: Iterable[object]) -> int:
-    """`nettel backfill` replays a journal without a broker: no frame to acknowledge."""
-    return 0
 
 
 def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -19,6 +19,8 @@ DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 
 Address = tuple[str, int]
+#: `--brokers none`: no bus; pScheduler runs over HTTP are the only input.
+NO_BROKERS = "none"
 #: The brokers' kind (`service.broker.flavour`); auto: from the broker's CONNECTED frame.
 BrokerFlavour = Literal["auto", "activemq", "rabbitmq", "artemis"]
 #: What the empirical filter reads (`service.analysis.link_analysis.filter_inputs`).
@@ -62,7 +64,9 @@ class Settings(BaseSettings):
         ("127.0.0.1", 8080), description="HTTP listen address host:port"
     )
     brokers: Annotated[tuple[Address, ...], NoDecode] = Field(
-        (("127.0.0.1", 61613),), description="STOMP brokers host:port[,host:port...] (failover)"
+        (("127.0.0.1", 61613),),
+        description="STOMP brokers host:port[,host:port...] (failover), or none: no bus, "
+        "pScheduler runs over HTTP only (needs an ingest token; no telemetry, no ha_group)",
     )
     broker_user: str | None = Field(None, description="STOMP login")
     broker_password: SecretStr | None = Field(None, description="STOMP passcode")
@@ -243,8 +247,8 @@ class Settings(BaseSettings):
     backfill_from: str | None = Field(
         None,
         description="base URL of an esmond-compatible perfSONAR archive (esmond, elmond), e.g. "
-        "https://ps-archive.example.org: at start, fill every archived link's window and "
-        "all-time statistics from it (unset: no backfill)",
+        "https://ps-archive.example.org: at start, fill every archived link's window from it, "
+        "and its all-time statistics from backfill_history (unset: no backfill)",
     )
     backfill_bound: float = Field(
         60.0,
@@ -312,6 +316,8 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_brokers(cls, value: object) -> object:
         if isinstance(value, str):
+            if value.strip().lower() == NO_BROKERS:
+                return ()
             return tuple(parse_address(part) for part in value.split(",") if part.strip())
         return value
 
@@ -377,8 +383,18 @@ class Settings(BaseSettings):
         if self.subscription == "virtual" and self.broker_flavour in ("rabbitmq", "artemis"):
             raise ValueError("subscription virtual (ActiveMQ virtual topics) needs ActiveMQ")
         if not self.brokers:
-            raise ValueError("brokers: at least one host:port is needed")
+            self._check_without_brokers()
         return self
+
+    def _check_without_brokers(self) -> None:
+        """--brokers none: runs come over HTTP only, and nothing may need a broker."""
+        if self.ingest_bearer_token() is None:
+            raise ValueError(
+                "brokers: none leaves /ingest/pscheduler as the only input: set an ingest token "
+                "(NETTEL_INGEST_TOKEN or --ingest-token-file)"
+            )
+        if self.ha_group is not None:
+            raise ValueError("ha_group elects through the broker: it needs brokers")
 
     @model_validator(mode="after")
     def _check_lease(self) -> Settings:
@@ -408,6 +424,11 @@ class Settings(BaseSettings):
     def admin_bearer_token(self) -> str | None:
         """The admin token from the environment or the token file (file wins); None = disabled."""
         return _secret(self.admin_token, self.admin_token_file) or None
+
+    @property
+    def telemetry_enabled(self) -> bool:
+        """publish_telemetry, with a broker to publish to (not with --brokers none)."""
+        return self.publish_telemetry and bool(self.brokers)
 
     def ingest_bearer_token(self) -> str | None:
         """The ingest token from the environment or the token file (file wins); None = disabled."""

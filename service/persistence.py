@@ -32,6 +32,12 @@ TICK_SECONDS = 0.5
 REPLAY_BATCH = 1024
 
 
+def acknowledge_nothing(tokens: Iterable[AckToken]) -> int:
+    """The acknowledger without a broker (`nettel backfill`, --brokers none): frames from the
+    journal or over HTTP carry no token a broker waits for."""
+    return 0
+
+
 class Persistence:
     def __init__(
         self,

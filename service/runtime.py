@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from service.analysis.predictor import ModelInfo
@@ -26,7 +27,7 @@ from service.matrix.cycle import MatrixCycle
 from service.model_slot import ModelSlot
 from service.parse.limits import InputLimits
 from service.parse.records import MeasurementKind
-from service.persistence import Persistence
+from service.persistence import Persistence, acknowledge_nothing
 from service.state.journal import Journal
 from service.state.link_state import LinkState
 from service.state.retirement import LinkRetirement
@@ -45,7 +46,8 @@ class Runtime:
     state: LinkState
     pipeline: IngestPipeline
     cycle: MatrixCycle
-    source: StompSource
+    #: The bus subscription (None with --brokers none: pScheduler runs over HTTP only).
+    source: StompSource | None
     batcher: FrameBatcher
     model: ModelSlot | None = None
     persistence: Persistence | None = None
@@ -69,7 +71,7 @@ class Runtime:
         if self.persistence is not None:
             self.persistence.start()
         self.batcher.start()
-        if self.warm is None:
+        if self.warm is None and self.source is not None:
             self.source.start()
         if self.backfill is not None:
             self.backfill.start()
@@ -83,7 +85,8 @@ class Runtime:
         the peer's state and replay our journal onto it. What is published meanwhile is not
         missed, and what the peer's state already holds is applied again, which stores the same
         minute in the same slot: no datapoint counts twice."""
-        self.source.start()
+        if self.source is not None:
+            self.source.start()
         loaded, self.warm_outcome = warm_start(warm, self.state.index.topology)
         if loaded is not None:
             self.state.adopt(loaded)
@@ -96,12 +99,14 @@ class Runtime:
             self.election.stop()  # first: another replica takes over publishing
         if self.backfill is not None:
             self.backfill.stop()
-        self.source.pause()
+        if self.source is not None:
+            self.source.pause()
         self.batcher.stop()
         self.cycle.stop()
         if self.persistence is not None:
             self.persistence.stop()
-        self.source.stop()
+        if self.source is not None:
+            self.source.stop()
         if self.parsers is not None:
             self.parsers.stop()
         if self.topology is not None:
@@ -118,14 +123,17 @@ class Runtime:
         return info
 
     def publishes_telemetry(self) -> bool:
-        """Whether this instance is the one to publish telemetry: always, without --ha-group."""
-        return self.election is None or self.election.leader
+        """Whether this instance publishes telemetry now: when it is enabled (with a broker),
+        always without --ha-group, else while it leads its group."""
+        leads = self.election is None or self.election.leader
+        return self.settings.telemetry_enabled and leads
 
     def ready(self) -> tuple[bool, list[str]]:
-        """Ready = connected to a broker, a matrix computed and, with --backfill-from, the
-        backfill in one (or its bound expired); otherwise the reasons why not."""
+        """Ready = connected to a broker (unless --brokers none), a matrix computed and, with
+        --backfill-from, the backfill in one (or its bound expired); otherwise the reasons why
+        not."""
         problems = []
-        if not self.source.connected:
+        if self.source is not None and not self.source.connected:
             problems.append("not connected to a broker")
         latest = self.cycle.latest
         if latest is None:
@@ -150,22 +158,13 @@ def build_runtime(settings: Settings) -> Runtime:
     parser = parsers.parse if parsers else None
     pipeline = IngestPipeline(state, topics, log=log, parser=parser, resolve=resolve)
     batcher = FrameBatcher(pipeline.parse_frames, pipeline.apply_parsed)
-    source = StompSource(
-        broker_access(settings),
-        list(topics),
-        batcher.put,
-        subscription=SubscriptionSpec(
-            mode=settings.subscription,
-            client_id=settings.client_id,
-            ack="client" if store else "auto",
-            prefetch=settings.prefetch,
-            flavour=settings.broker_flavour,
-        ),
-    )
+    source = bus_source(settings, list(topics), batcher, acknowledged=store is not None)
     model = load_model_slot(settings)
     backlog = BacklogWatch(
         lambda: ingest_is_behind(
-            batcher.queued(), source.unread_bytes(), source.arrival_lag_seconds()
+            batcher.queued(),
+            source.unread_bytes() if source else 0,
+            source.arrival_lag_seconds() if source else None,
         )
     )
     predictor = model.current if model else None
@@ -185,12 +184,11 @@ def build_runtime(settings: Settings) -> Runtime:
     persistence = None
     if store is not None:
         journal = Journal(store.directory)
-        persistence = Persistence(
-            pipeline, store, journal, source.acknowledge, settings.snapshot_interval
-        )
+        acknowledge = source.acknowledge if source else acknowledge_nothing
+        persistence = Persistence(pipeline, store, journal, acknowledge, settings.snapshot_interval)
         persistence.replay_journal()
         batcher.sink = persistence.apply_parsed
-    return Runtime(
+    runtime = Runtime(
         settings,
         state,
         pipeline,
@@ -203,14 +201,37 @@ def build_runtime(settings: Settings) -> Runtime:
         backfill,
         intake=build_intake(settings, batcher, pipeline),
         topology=topology_refresher(settings, state, loaded),
-        election=build_election(settings),
         warm=warm_source(settings, store),
         state_dir_lock=lock,
     )
+    runtime.election = build_election(settings, eligible=lambda: runtime.ready()[0])
+    return runtime
 
 
-def build_election(settings: Settings) -> BrokerElection | None:
-    """This replica's part in its --ha-group's election of the telemetry publisher, if any."""
+def bus_source(
+    settings: Settings, topics: list[str], batcher: FrameBatcher, acknowledged: bool
+) -> StompSource | None:
+    """The subscription to the bus's topics (None with --brokers none); `acknowledged`: frames
+    are acknowledged once journaled (with --state-dir), else on delivery."""
+    if not settings.brokers:
+        return None
+    return StompSource(
+        broker_access(settings),
+        topics,
+        batcher.put,
+        subscription=SubscriptionSpec(
+            mode=settings.subscription,
+            client_id=settings.client_id,
+            ack="client" if acknowledged else "auto",
+            prefetch=settings.prefetch,
+            flavour=settings.broker_flavour,
+        ),
+    )
+
+
+def build_election(settings: Settings, eligible: Callable[[], bool]) -> BrokerElection | None:
+    """This replica's part in its --ha-group's election of the telemetry publisher, if any;
+    it takes part while `eligible` (ready)."""
     if settings.ha_group is None:
         return None
     return BrokerElection(
@@ -219,6 +240,7 @@ def build_election(settings: Settings) -> BrokerElection | None:
         replica=settings.client_id,
         timing=LeaseTiming(settings.ha_lease_interval, settings.ha_lease_timeout),
         flavour=settings.broker_flavour,
+        eligible=eligible,
     )
 
 

@@ -10,16 +10,21 @@ failover, TLS, heart-beats, reconnecting) on which it
   declared with ``x-single-active-consumer: true`` (RabbitMQ's STOMP plugin passes no such
   argument on SUBSCRIBE, so nettel cannot declare it; a missing queue is refused with a
   reason, see docs/high-availability.md);
-- sends a token there every `interval` seconds (+-25 % at random: replicas sending in lockstep
-  would have a round-robin queue hand each its own tokens back, hiding the fault below),
-  expiring after `timeout` (so none piles up), numbered: a replica receiving tokens whose own
-  do not come back has found a queue that delivers round robin (`lease.OwnTokens`):
-  `lease_shared`, an error in the log, `nettel_ha_lease_shared`.
+- sends a pair of tokens there every `interval` seconds (+-25 % at random), expiring after
+  `timeout` (so none piles up), numbered: a replica receiving tokens whose own do not come back
+  has found a queue that delivers round robin (`lease.OwnTokens`): `lease_shared`, an error in
+  the log, `nettel_ha_lease_shared`. A round-robin queue hands the two tokens of a pair to
+  different consumers, so a shared queue shows within a few intervals; single tokens could
+  settle into an order in which each replica gets exactly its own back (seen for over 20 s on
+  a loaded machine).
 
 Only the broker's active consumer receives tokens; `lease.Lease` turns their arrival into the
 replica's role, and the replica that leads publishes telemetry. A replica that loses its broker
 connection steps down at once; one whose tokens stop (the broker moved the consumer elsewhere)
-steps down `timeout` after the last one. Role changes are logged ("ha role changed").
+steps down `timeout` after the last one. A replica takes part only while `eligible` (the
+service: ready, i.e. subscribed to the feed with a matrix computed): it joins the lease queue
+once eligible, and one not eligible for `timeout` leaves it (UNSUBSCRIBE), so that the broker
+hands the lease to a replica that has the data. Role changes are logged ("ha role changed").
 Artemis is refused with a clear reason (its exclusive queues are configured on the broker).
 """
 
@@ -42,12 +47,15 @@ from service.config import BrokerFlavour
 
 #: Token gaps are drawn from interval x [1 - TOKEN_JITTER, 1 + TOKEN_JITTER].
 TOKEN_JITTER = 0.25
+#: Tokens sent back to back each time (see the module's docstring).
+TOKENS_PER_SEND = 2
 
 #: Lease timeouts in which OwnTokens' misses must fall to call the lease queue shared.
 SHARED_QUEUE_WINDOW = 5
 #: Seconds to wait for the broker's answer to the lease SUBSCRIBE.
 SUBSCRIBE_TIMEOUT = 10.0
 SUBSCRIBE_RECEIPT = "nettel-ha-lease"
+LEASE_SUBSCRIPTION = "lease"
 
 
 class ElectionRefused(StompException):
@@ -79,6 +87,11 @@ class _Tokens(stomp.ConnectionListener):
     def on_error(self, frame: stomp.utils.Frame) -> None:
         self.refusal = frame.headers.get("message") or str(frame.body)[:200]
 
+    def expect_answer(self) -> None:
+        """Forget the answer to an earlier SUBSCRIBE: a new one is sent."""
+        self.answered.clear()
+        self.refusal = None
+
     def on_receipt(self, frame: stomp.utils.Frame) -> None:
         if frame.headers.get("receipt-id") == SUBSCRIBE_RECEIPT:
             self.answered.set()
@@ -95,10 +108,16 @@ class BrokerElection:
         replica: str,
         timing: LeaseTiming,
         flavour: BrokerFlavour = "auto",
+        eligible: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
         log: logging.Logger | None = None,
     ) -> None:
         self.group = group
+        self._eligible = eligible
+        self._clock = clock
+        #: The connection on which this replica is in the lease queue (None: not in it).
+        self._joined_on: BufferedConnection12 | None = None
+        self._ineligible_since: float | None = None
         self._replica = replica
         self._timing = timing
         self._flavour_setting = flavour
@@ -150,7 +169,10 @@ class BrokerElection:
         self._changed(self._lease_call(self._lease.connection_lost))
 
     def token_received(self, body: str) -> None:
-        """A token arrived (stomp.py's receiver thread); `body` is "<sender> <number>"."""
+        """A token arrived (stomp.py's receiver thread); `body` is "<sender> <number>". One
+        delivered after this replica left the queue is not a lease."""
+        if self._joined_on is None:
+            return
         sender, _, number = body.rpartition(" ")
         with self._lock:
             changes = self._lease.token_received()
@@ -173,18 +195,54 @@ class BrokerElection:
             if connection is None:
                 self._changed(self._lease_call(self._lease.connection_lost))
             else:
+                self._follow_eligibility(connection)
                 self._changed(self._lease_call(self._lease.tick))
                 if time.monotonic() >= next_token:
-                    self._send_token(connection)
+                    self._send_tokens(connection)
                     gap = self._timing.interval * random.uniform(1 - TOKEN_JITTER, 1 + TOKEN_JITTER)
                     next_token = time.monotonic() + gap
             self._stop.wait(tick)
+
+    def _follow_eligibility(self, connection: BufferedConnection12) -> None:
+        """Join the lease queue when eligible; leave it after `timeout` of not being eligible."""
+        if self._eligible():
+            self._ineligible_since = None
+            if self._joined_on is not connection:
+                self._join_from_loop(connection)
+            return
+        if self._joined_on is not connection:
+            return
+        now = self._clock()
+        if self._ineligible_since is None:
+            self._ineligible_since = now
+        elif now - self._ineligible_since >= self._timing.timeout:
+            self._leave(connection)
+
+    def _join_from_loop(self, connection: BufferedConnection12) -> None:
+        try:
+            self._join(connection)
+        except (StompException, OSError) as error:  # ElectionRefused included
+            self._log.warning(
+                "ha lease queue not joined", extra={"group": self.group, "error": str(error)}
+            )
+            self._link.report_lost(connection)
+
+    def _leave(self, connection: BufferedConnection12) -> None:
+        """UNSUBSCRIBE from the lease queue: the broker makes another consumer the active one."""
+        self._joined_on = None
+        self._ineligible_since = None
+        reason = "not ready: left the lease queue"
+        self._changed(self._lease_call(lambda: self._lease.step_down(reason)))
+        try:
+            connection.unsubscribe(id=LEASE_SUBSCRIPTION)
+        except (StompException, OSError):
+            self._link.report_lost(connection)
 
     def _lease_call(self, step: Callable[[], list[Transition]]) -> list[Transition]:
         with self._lock:
             return step()
 
-    def _send_token(self, connection: BufferedConnection12) -> None:
+    def _send_tokens(self, connection: BufferedConnection12) -> None:
         timeout_ms = int(self._timing.timeout * 1000)
         if self._flavour == "rabbitmq":
             headers = {"expiration": str(timeout_ms)}
@@ -192,17 +250,22 @@ class BrokerElection:
             headers = {"expires": str(int(time.time() * 1000) + timeout_ms)}
         destination = lease_destination(self.group, self._flavour)
         with self._lock:
-            body = f"{self._replica} {self._own_tokens.next_token()}"
+            bodies = [
+                f"{self._replica} {self._own_tokens.next_token()}" for _ in range(TOKENS_PER_SEND)
+            ]
         try:
-            connection.send(destination, body, "text/plain", headers)
+            for body in bodies:
+                connection.send(destination, body, "text/plain", headers)
         except (StompException, OSError) as error:
             self._log.warning("ha token not sent", extra={"error": repr(error)})
             self._link.report_lost(connection)
 
     def _subscribe(self, connection: BufferedConnection12) -> None:
-        """BrokerLink's step after CONNECT: start from standby, join the lease queue."""
+        """BrokerLink's step after CONNECT: start from standby, join the lease queue if
+        eligible (else the run loop joins once it is)."""
         with self._lock:
             self._own_tokens.restart()
+        self._joined_on = None
         self._changed(self._lease_call(self._lease.connection_lost))
         flavour, _ = resolve_flavour(self._flavour_setting, connection.server)
         if flavour == "artemis":
@@ -211,18 +274,26 @@ class BrokerElection:
                 "the broker is Artemis"
             )
         self._flavour = flavour
+        if self._eligible():
+            self._join(connection)
+
+    def _join(self, connection: BufferedConnection12) -> None:
+        """SUBSCRIBE to the lease queue and wait for the broker's answer."""
+        flavour = self._flavour
         if flavour == "rabbitmq":
             headers = {"prefetch-count": "1"}
         else:
             headers = {"activemq.exclusive": "true", "activemq.prefetchSize": "1"}
         destination = lease_destination(self.group, flavour)
-        self._tokens.answered.clear()
-        self._tokens.refusal = None
+        self._tokens.expect_answer()
         headers["receipt"] = SUBSCRIBE_RECEIPT
-        connection.subscribe(destination, id="lease", ack="auto", headers=headers)
+        self._joined_on = connection  # tokens may come before the receipt
+        connection.subscribe(destination, id=LEASE_SUBSCRIPTION, ack="auto", headers=headers)
         if not self._tokens.answered.wait(SUBSCRIBE_TIMEOUT):
+            self._joined_on = None
             raise ElectionRefused(f"no answer to SUBSCRIBE {destination}")
         if self._tokens.refusal is not None:
+            self._joined_on = None
             raise ElectionRefused(
                 f"SUBSCRIBE {destination} refused: {self._tokens.refusal} (RabbitMQ: declare the "
                 "queue with x-single-active-consumer, see docs/high-availability.md)"

@@ -77,10 +77,14 @@ class Lease:
 
     def connection_lost(self) -> list[Transition]:
         """The broker connection is gone (or new): whatever the broker decides now, not us."""
+        return self.step_down("broker connection lost")
+
+    def step_down(self, reason: str) -> list[Transition]:
+        """Out of the lease at once (the connection is gone, or the replica left the queue)."""
         self._first_token = self._last_token = None
         if self._role is Role.STANDBY:
             return []
-        return [self._become(Role.STANDBY, "broker connection lost")]
+        return [self._become(Role.STANDBY, reason)]
 
     def tick(self) -> list[Transition]:
         """Re-decide as time passes: lose a lapsed lease, lead once the wait is over."""

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import uvicorn
 from fastapi import FastAPI
 
+from service.publish.whole_response import WholeResponseProtocol
+
 
 class GracefulServer(uvicorn.Server):
     """uvicorn re-raises the stop signal after shutdown (exit 143); operators expect 0."""
@@ -21,5 +23,7 @@ class GracefulServer(uvicorn.Server):
 
 
 def serve_http(app: FastAPI, host: str, port: int) -> None:
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, access_log=False, http=WholeResponseProtocol
+    )
     GracefulServer(config).run()

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from service.build_info import package_version
 from service.errors import RejectReason
 from service.ingest.archive_backfill import BackfillReport, DatapointOutcome, LinkOutcome
+from service.ingest.stomp_source import StompSource
 from service.ingest.warm_start import WarmOutcome
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
@@ -89,27 +90,8 @@ class RuntimeCollector(Collector):
             "Received frames waiting to be parsed and applied.",
             value=runtime.batcher.queued(),
         )
-        yield GaugeMetricFamily(
-            "nettel_ingest_unread_bytes",
-            "Bytes the broker sent that wait unread in the socket (many: the receiver is behind).",
-            value=runtime.source.unread_bytes(),
-        )
-        lag = runtime.source.arrival_lag_seconds()
-        yield GaugeMetricFamily(
-            "nettel_ingest_arrival_lag_seconds",
-            "Arrival time of the last message minus the broker's timestamp on it (NaN: none yet).",
-            value=math.nan if lag is None else lag,
-        )
-        yield GaugeMetricFamily(
-            "nettel_broker_connected",
-            "1 when subscribed to a broker.",
-            value=1.0 if runtime.source.connected else 0.0,
-        )
-        yield CounterMetricFamily(
-            "nettel_broker_disconnected_seconds",
-            "Time without a broker connection since start.",
-            value=runtime.source.disconnected_seconds(),
-        )
+        if runtime.source is not None:
+            yield from _broker(runtime.source)
         yield from _high_availability(runtime)
         yield from self._freshness(last_message)
         yield from self._persistence()
@@ -197,9 +179,34 @@ class RuntimeCollector(Collector):
         return family
 
 
+def _broker(source: StompSource) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The bus subscription's families (absent with --brokers none: nothing to watch)."""
+    yield GaugeMetricFamily(
+        "nettel_ingest_unread_bytes",
+        "Bytes the broker sent that wait unread in the socket (many: the receiver is behind).",
+        value=source.unread_bytes(),
+    )
+    lag = source.arrival_lag_seconds()
+    yield GaugeMetricFamily(
+        "nettel_ingest_arrival_lag_seconds",
+        "Arrival time of the last message minus the broker's timestamp on it (NaN: none yet).",
+        value=math.nan if lag is None else lag,
+    )
+    yield GaugeMetricFamily(
+        "nettel_broker_connected",
+        "1 when subscribed to a broker.",
+        value=1.0 if source.connected else 0.0,
+    )
+    yield CounterMetricFamily(
+        "nettel_broker_disconnected_seconds",
+        "Time without a broker connection since start.",
+        value=source.disconnected_seconds(),
+    )
+
+
 def _high_availability(runtime: Runtime) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
     election = runtime.election
-    publishes = runtime.settings.publish_telemetry and runtime.publishes_telemetry()
+    publishes = runtime.publishes_telemetry()
     yield GaugeMetricFamily(
         "nettel_ha_leader",
         "1 while this instance is its --ha-group's telemetry publisher (without a group: 1 "

@@ -135,8 +135,8 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=ReadinessOut, responses={503: {"model": ReadinessOut}})
 def readyz(runtime: RuntimeDep) -> Response:
-    """Connected to a broker and at least one matrix computed (503 otherwise); with --ha-group
-    also this replica's role in the telemetry publisher's election."""
+    """Connected to a broker (unless --brokers none) and at least one matrix computed (503
+    otherwise); with --ha-group also this replica's role in the telemetry publisher's election."""
     ready, problems = runtime.ready()
     readiness: dict[str, object] = {"ready": ready, "problems": problems}
     if (election := runtime.election) is not None:

@@ -107,6 +107,18 @@ def test_lost_connection_steps_down_at_once(clock):
     assert lease.transitions == 3
 
 
+def test_stepping_down_gives_its_reason_and_a_later_token_starts_afresh(clock):
+    lease = Lease(TIMING, clock)
+    lease.token_received()
+    tokens_every(lease, clock, 2.0, until=108.0)
+    reason = "not ready: left the lease queue"
+    assert lease.step_down(reason) == [Transition(Role.LEADER, Role.STANDBY, reason)]
+    clock.now += 1
+    assert lease.token_received() == [
+        Transition(Role.STANDBY, Role.ACQUIRING, "tokens arrive")
+    ]  # the wait starts again: no lead carried over
+
+
 @pytest.mark.parametrize(("interval", "timeout"), [(0.0, 6.0), (2.0, 3.9), (-1.0, 1.0)])
 def test_timing_needs_a_timeout_of_two_intervals(interval, timeout):
     with pytest.raises(ValueError, match="timeout >= 2 x interval"):

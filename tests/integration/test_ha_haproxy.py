@@ -1,6 +1,7 @@
 """Two real `nettel serve` replicas behind a real HAProxy (the shipped deploy/haproxy/haproxy.cfg)
-on the session ActiveMQ: SIGKILL one under load and no client request fails; the answers before
-and after agree (same links, costs within COST_TOLERANCE: docs/high-availability.md). And a
+on the session ActiveMQ, then on its RabbitMQ node: SIGKILL one under load and no client request
+fails; the answers before and after agree (same links, costs within COST_TOLERANCE:
+docs/high-availability.md). And a
 replica given another's client id is refused (ActiveMQ, RabbitMQ) with the reason logged, and
 not ready until the first one is gone."""
 
@@ -29,18 +30,24 @@ def costs(document: dict) -> dict[tuple[str, str], float | None]:
 
 
 def test_a_replica_killed_under_load_fails_no_request_through_haproxy(
-    activemq, nettel_service, tmp_path
+    stomp_broker, nettel_service, tmp_path
 ):
     run = uuid.uuid4().hex[:8]
     replicas = [
         nettel_service(
-            activemq.brokers, "--interval", "1", "--model", "none", "--client-id", f"{run}-{name}"
+            stomp_broker.brokers,
+            "--interval",
+            "1",
+            "--model",
+            "none",
+            "--client-id",
+            f"{run}-{name}",
         )
         for name in ("a", "b")
     ]
     for replica in replicas:
         wait_for(lambda r=replica: get_json(f"{r.url}/readyz"), what="replica ready")
-    publisher = Publisher(activemq.brokers)
+    publisher = Publisher(stomp_broker.brokers)
     minutes = [current_minute_ts(n) for n in (3, 2, 1)]
     for source in SOURCES:
         publisher.send(DELAY, delay_body(minutes, source=source))

@@ -41,7 +41,10 @@ def assert_all_landed(service: ServiceProcess, published: list[int], timeout: fl
             f"{published[0]}, last {published[-1]}), e.g. {missing[:8]}; {len(seen)} links seen"
             f"\n--- service log ---\n{service.log_tail(60)}"
         ) from None
-    assert all(links[source]["samples"] == 1 for source in expected)
+    samples_of = {source: links[source]["samples"] for source in expected}
+    assert all(samples == 1 for samples in samples_of.values()), {
+        source: samples for source, samples in samples_of.items() if samples != 1
+    }
     assert set(links) == expected  # nothing that was never published
 
 

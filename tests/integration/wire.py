@@ -88,8 +88,10 @@ class SequenceFeed:
     """A steady feed of loss datapoints, one new link per sequence number, with receipts.
 
     Sequence n is the link 10.x.y.z -> 192.0.2.1 (x.y.z = n in base 256) at the minute before
-    publication; a datapoint counts as published once the broker's RECEIPT for it arrived, so
-    a test can demand that every published one reaches the service's state.
+    its first send; a datapoint counts as published once the broker's RECEIPT for it arrived, so
+    a test can demand that every published one reaches the service's state. A send whose receipt
+    was lost (the broker killed) is repeated exactly, minute included: the broker may have kept
+    the first copy, and both must be the same datapoint.
     """
 
     DESTINATION = "192.0.2.1"
@@ -117,13 +119,14 @@ class SequenceFeed:
         return self.published
 
     def _run(self) -> None:
-        sequence, connection = 1, None
+        sequence, connection, minute = 1, None, None
         while not self._stop.is_set():
             try:
                 connection = connection or self._connect()
-                self._send(connection, sequence)
+                minute = minute or current_minute_ts(1)
+                self._send(connection, sequence, minute)
                 self.published.append(sequence)
-                sequence += 1
+                sequence, minute = sequence + 1, None
                 time.sleep(self._interval)
             except (stomp.exception.StompException, OSError, queue.Empty):
                 connection = None
@@ -135,10 +138,10 @@ class SequenceFeed:
         connection.connect(wait=True)
         return connection
 
-    def _send(self, connection: stomp.Connection12, sequence: int) -> None:
+    def _send(self, connection: stomp.Connection12, sequence: int, minute: int) -> None:
         body = sample_body(
             "packet-loss-rate.json",
-            [current_minute_ts(1)],
+            [minute],
             source=self.source_of(sequence),
             destination=self.DESTINATION,
         )
