@@ -249,9 +249,16 @@ def build_intake(
 ) -> PschedulerIntake:
     """What /ingest/pscheduler takes runs in with (disabled while no ingest token is set)."""
     rate = ClientRateLimiter(settings.ingest_client_rate, settings.ingest_client_burst)
-    limit = InputLimits().max_body_bytes
-    queued = settings.ingest_queue_bytes
-    return PschedulerIntake(settings.ingest_bearer_token(), batcher, pipeline, rate, limit, queued)
+    limits = InputLimits()
+    return PschedulerIntake(
+        settings.ingest_bearer_token(),
+        batcher,
+        pipeline,
+        rate,
+        limits.max_body_bytes,
+        settings.ingest_queue_bytes,
+        limits.max_buckets,
+    )
 
 
 def topic_kinds(settings: Settings) -> dict[str, MeasurementKind]:

@@ -1,11 +1,13 @@
 """PUT and POST /ingest/pscheduler: pScheduler's `http` archiver sends one run record a request.
 
 The endpoint only decides whether to take a run in: the token (bearer, or HTTP Basic with the
-token as password), the client's rate, the body's size and room in the ingest queue, in that
-order. A run taken in is queued as a frame of PSCHEDULER_DESTINATION and answered 202 at once;
-the frame batcher parses and applies it with the bus messages, so what becomes of it (applied,
-duplicate, failed, ignored, refused) shows in the metrics, not in the response. Refusals are
-counted in `nettel_rejected_total` like refused messages; 429 and 503 carry `Retry-After`.
+token as password), the client's rate, the body's size, room in the ingest queue and, for a
+body long enough to hold too many, the delay histogram's buckets, in that order. A run taken in
+is queued as a frame of PSCHEDULER_DESTINATION and answered 202 at once; the frame batcher
+parses and applies it with the bus messages, so what becomes of it (applied, duplicate,
+failed, ignored, refused) shows in the metrics, not in the response. Refusals are counted in
+`nettel_rejected_total` like refused messages; 429 and 503 carry `Retry-After`, 413 does not
+(the same run would be refused again).
 
 It is an ASGI middleware in front of the FastAPI app rather than a route of it: a toolkit mesh
 posts thousands of runs a second, and FastAPI's routing, dependencies and response handling
@@ -25,6 +27,7 @@ from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.http_auth import carries_token
 from service.ingest.pipeline import PSCHEDULER_DESTINATION, IngestPipeline
 from service.ingest.rate_limit import ClientRateLimiter
+from service.parse.pscheduler import excess_buckets
 
 #: Seconds a client is asked to wait when ingest is behind (its queue full).
 QUEUE_FULL_RETRY_SECONDS = 10
@@ -60,6 +63,7 @@ class PschedulerIntake:
     rate: ClientRateLimiter
     max_body_bytes: int
     max_queued_bytes: int
+    max_buckets: int
 
     def admit(self, client: str, authorization: str | None, length: int | None) -> Answer | None:
         """Why a request is refused before its body is read; None: read it."""
@@ -78,6 +82,9 @@ class PschedulerIntake:
         """Queue the run; 202, or why not."""
         if len(body) > self.max_body_bytes:
             return self._too_large()
+        excess = excess_buckets(body, self.max_buckets)
+        if excess is not None:
+            return self._refusal(413, RejectReason.TOO_LARGE, excess)
         if not self.batcher.offer(PSCHEDULER_DESTINATION, body, self.max_queued_bytes):
             return self._queue_full()
         return QUEUED

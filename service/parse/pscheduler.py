@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import numpy as np
+import orjson
 
 from service.errors import RejectedInput, RejectReason
 from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
@@ -71,6 +72,27 @@ _T = TypeVar("_T")
 _Histogram = tuple[ParsedMessage, RawHistogram, float]
 #: The buckets pScheduler writes as objects of the plain form the histogram scanner reads.
 _HISTOGRAM_FIELDS = ("histogram-latency", "histogram-ttl")
+
+
+#: The fewest bytes a histogram bucket takes in JSON (`"1":1,`).
+MIN_BUCKET_BYTES = 6
+
+
+def excess_buckets(body: bytes, max_buckets: int) -> str | None:
+    """Why a run record's delay histogram has more than `max_buckets` buckets, or None (also for
+    a body the parser will refuse for another reason). Only a body long enough to hold that many
+    buckets is decoded: this runs before a run is taken in, and a latency run is ~2 KB."""
+    if len(body) < max_buckets * MIN_BUCKET_BYTES:
+        return None
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    result = document.get("result") if isinstance(document, dict) else None
+    histogram = result.get("histogram-latency") if isinstance(result, dict) else None
+    if isinstance(histogram, dict) and len(histogram) > max_buckets:
+        return f"histogram-latency has {len(histogram)} buckets, over {max_buckets}"
+    return None
 
 
 def parse_runs(

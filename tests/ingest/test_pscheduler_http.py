@@ -1,7 +1,8 @@
 """PUT/POST /ingest/pscheduler over a real uvicorn server: the token (bearer or Basic), limits
-with their reasons (413, 429 and 503 with Retry-After), the archiver's doubled Content-Type,
-and a re-posted run applied once. The runtime is built as `nettel serve` builds it; its STOMP
-source never starts, and its frame batcher only where a test wants runs applied."""
+with their reasons (413 for the body's size or the delay histogram's buckets, 429 and 503 with
+Retry-After), the archiver's doubled Content-Type, and a re-posted run applied once. The
+runtime is built as `nettel serve` builds it; its STOMP source never starts, and its frame
+batcher only where a test wants runs applied."""
 
 from __future__ import annotations
 
@@ -130,6 +131,18 @@ def test_a_body_over_the_limit_is_refused_whole_with_413(serve) -> None:
     assert len(exact) == limit
     assert httpx.put(url + PATH, content=exact, headers=BEARER).status_code == 202
     assert rejected(url, "too_large") == 2 and runtime.batcher.queued() == 1
+
+
+def test_a_delay_histogram_over_the_bucket_limit_is_refused_with_413(serve) -> None:
+    url, runtime = serve(ingest_token=TOKEN)
+    limit = runtime.intake.max_buckets  # type: ignore[union-attr]
+    histogram = {f"{n / 100:.2f}": 1 for n in range(limit + 1)}
+    body = run_body(result=run_record()["result"] | {"histogram-latency": histogram})
+    response = httpx.put(url + PATH, content=body, headers=BEARER)
+    assert response.status_code == 413
+    detail = f"too_large: histogram-latency has {limit + 1} buckets, over {limit}"
+    assert response.json()["detail"] == detail
+    assert rejected(url, "too_large") == 1 and runtime.batcher.queued() == 0
 
 
 def test_a_client_over_its_rate_gets_429_with_retry_after(serve) -> None:

@@ -13,7 +13,7 @@ from service.parse import histogram_scan
 from service.parse.histogram import HistogramStats
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION, scan_histograms
 from service.parse.limits import InputLimits
-from service.parse.pscheduler import ParsedRun, RunOutcome, RunResult, parse_runs
+from service.parse.pscheduler import ParsedRun, RunOutcome, RunResult, excess_buckets, parse_runs
 from service.parse.records import MeasurementKind, NamedEndpoints, ParsedMessage
 from tests.run_factory import (
     DESTINATION_HOST,
@@ -187,6 +187,16 @@ def test_too_many_buckets_refuse_the_delay_as_too_large() -> None:
     (run,) = parse_runs([run_body(result=result)], InputLimits(max_buckets=10))
     assert isinstance(run, ParsedRun) and isinstance(run.measured, tuple)
     assert [r for r, _ in run.measured[0].rejected] == [RejectReason.TOO_LARGE]
+
+
+def test_excess_buckets_are_told_before_a_run_is_taken_in() -> None:
+    def body(buckets: int) -> bytes:
+        histogram = {f"{2 + n / 100:.2f}": 1 for n in range(buckets)}
+        return run_body(result=run_record()["result"] | {"histogram-latency": histogram})
+
+    assert excess_buckets(body(11), max_buckets=10) == ("histogram-latency has 11 buckets, over 10")
+    assert excess_buckets(body(10), max_buckets=10) is None
+    assert excess_buckets(b"{" + b" " * 100, max_buckets=10) is None  # the parser says why
 
 
 def without(path: str) -> bytes:
