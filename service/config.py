@@ -37,6 +37,16 @@ def parse_address(text: str) -> Address:
 
 
 #: The shortest --retire-after: a link still holding data in its window is never retired.
+def topology_sources(value: str) -> list[str]:
+    """The inventories a --topology value names: files or URLs, comma-separated (a comma in a
+    URL is written %2C).
+
+    >>> topology_sources("cric.json, https://psconfig.example.org/mesh.json")
+    ['cric.json', 'https://psconfig.example.org/mesh.json']
+    """
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
 RETIRE_AFTER_MINIMUM = 32 * 60
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -155,7 +165,8 @@ class Settings(BaseSettings):
         None,
         description="which site each host is at: a file or an https:// URL (http:// only on "
         "loopback) holding YAML/JSON site -> [host or IP, ...], a CRIC rcsite export or "
-        "PerfSonar service query, or a pSConfig document (layout told by content)",
+        "PerfSonar service query, or a pSConfig document (layout told by content); several, "
+        "comma-separated, are merged (e.g. CRIC's prefixes and a pSConfig mesh's addresses)",
     )
     topology_refresh: float = Field(
         21_600.0,
@@ -328,14 +339,11 @@ class Settings(BaseSettings):
             value = str(value)
         if not isinstance(value, str):
             return value
-        url = urlsplit(value)  # the value is not echoed: it may carry credentials
-        if url.scheme not in ("http", "https"):
-            if not Path(value).is_file():
-                raise ValueError(f"file {value} does not exist")
-        elif not url.hostname:
-            raise ValueError("URL without a host")
-        elif url.scheme == "http" and not _is_loopback(url.hostname):
-            raise ValueError("an inventory URL must be https:// (http:// only on loopback)")
+        sources = topology_sources(value)
+        if not sources:
+            raise ValueError("no file or URL given")
+        for source in sources:
+            _check_topology_source(source)
         return value
 
     @field_validator("retire_after", mode="before")
@@ -461,6 +469,17 @@ def _check_pem_files(ca: Path | None, cert: Path | None, key: Path | None) -> No
             f"broker_cert_file/broker_key_file: {cert} and {key} are not a matching PEM "
             "certificate and unencrypted private key"
         ) from None
+
+
+def _check_topology_source(source: str) -> None:
+    url = urlsplit(source)  # the value is not echoed: it may carry credentials
+    if url.scheme not in ("http", "https"):
+        if not Path(source).is_file():
+            raise ValueError(f"file {source} does not exist")
+    elif not url.hostname:
+        raise ValueError("URL without a host")
+    elif url.scheme == "http" and not _is_loopback(url.hostname):
+        raise ValueError("an inventory URL must be https:// (http:// only on loopback)")
 
 
 def _is_loopback(host: str) -> bool:

@@ -18,6 +18,8 @@ def test_a_file_or_an_https_url_is_accepted(tmp_path: Path) -> None:
     assert load_settings(topology=url).topology == url
     assert load_settings(topology="http://127.0.0.1:8000/cric.json").topology is not None
     assert load_settings(topology="http://[::1]:8000/cric.json").topology is not None
+    several = f"{path}, {url}"
+    assert load_settings(topology=several).topology == several
     settings = load_settings()
     assert (settings.topology, settings.topology_refresh) == (None, 21_600.0)
     assert settings.psconfig_site_key == "display-name"
@@ -29,6 +31,8 @@ def test_a_file_or_an_https_url_is_accepted(tmp_path: Path) -> None:
         ({"topology": "/nonexistent/sites.yaml"}, "file /nonexistent/sites.yaml does not exist"),
         ({"topology": "http://cric.example.org/x"}, "must be https:// \\(http:// only on loopback"),
         ({"topology": "https:///x"}, "URL without a host"),
+        ({"topology": "https://a.example.org/x,/nonexistent/b.json"}, "file /nonexistent/b.json"),
+        ({"topology": " , "}, "no file or URL given"),
         ({"topology_refresh": -1}, "topology_refresh"),
         ({"topology_refresh": 8 * 86_400}, "topology_refresh"),
         ({"psconfig_site_key": ""}, "psconfig_site_key"),

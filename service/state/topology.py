@@ -1,16 +1,17 @@
 """Which site each perfSONAR host belongs to: host names, addresses and the sites' networks.
 
-A `Topology` is immutable; a refresh builds a new one. `site_of` matches an exact host name,
-then an exact address, then the longest network (IPv4 or IPv6) holding the address. An
-inventory that pairs host names with addresses (pSConfig) also answers `address_of`, which
-gives a pScheduler run's named ends the identity the bus uses for them.
+A `Topology` is immutable; a refresh builds a new one, from one inventory or several merged.
+`site_of` matches an exact host name, then an exact address, then the longest network (IPv4 or
+IPv6) holding the address. An inventory that pairs host names with addresses (pSConfig) also
+answers `address_of`, which gives a pScheduler run's named ends the identity the bus uses for
+them.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from service.parse.perfsonar import canonical_ip
@@ -92,6 +93,33 @@ class Topology:
         by_site = {site: _network_order(networks) for site, networks in sorted(grouped.items())}
         table = PrefixTable.build(site_by_network.items())
         return cls(site_by_host, by_site, tuple(skipped + ambiguous), table, address_by_host)
+
+    @classmethod
+    def merged(cls, parts: Sequence[Topology]) -> Topology:
+        """One topology from several inventories (say CRIC's networks and pSConfig's host
+        addresses); what two of them give different sites (or a host two addresses) is left
+        out, as within one inventory. A single part is returned as it is.
+
+        >>> cric = Topology.from_inventory([("ps.a.org", "A")], [("192.0.2.0/24", "A")])
+        >>> mesh = Topology.from_inventory([("ps.a.org", "A")], [], [("ps.a.org", "192.0.2.9")])
+        >>> both = Topology.merged([cric, mesh])
+        >>> both.site_of("", "192.0.2.200"), both.address_of("ps.a.org", 4), both.skipped
+        ('A', '192.0.2.9', ())
+        """
+        if len(parts) == 1:
+            return parts[0]
+        merged = cls.from_inventory(
+            [pair for part in parts for pair in part.site_by_host.items()],
+            [
+                (network, site)
+                for part in parts
+                for site, networks in part.networks_by_site.items()
+                for network in networks
+            ],
+            [(host, ip) for part in parts for (host, _), ip in part.address_by_host.items()],
+        )
+        skipped = tuple(entry for part in parts for entry in part.skipped) + merged.skipped
+        return replace(merged, skipped=skipped)
 
     @property
     def sites(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""Read `--topology` (a file, or an https:// URL) and parse it in whichever layout it is."""
+"""Read `--topology` (files or https:// URLs) and parse each in whichever layout it is."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import httpx
 import orjson
 import yaml
 
+from service.config import topology_sources
 from service.errors import ConfigError
 from service.state.topology import Topology
 from service.state.topology_layouts import PSCONFIG_SITE_KEY, Layout, parse_topology
@@ -22,15 +23,27 @@ MAX_DOCUMENT_BYTES = 256 << 20
 
 @dataclass(frozen=True)
 class LoadedTopology:
-    """A topology as read: from where (without credentials), in which layout."""
+    """A topology as read: from where (without credentials), in which layouts (one a source)."""
 
     where: str
-    layout: Layout
+    layouts: tuple[Layout, ...]
     topology: Topology
 
 
-def load_topology(source: str, site_key: str = PSCONFIG_SITE_KEY) -> LoadedTopology:
-    """Read and parse `source`; ConfigError saying what is wrong when it cannot be used."""
+def load_topology(sources: str, site_key: str = PSCONFIG_SITE_KEY) -> LoadedTopology:
+    """Read and parse the comma-separated `sources`, merged into one topology; ConfigError
+    saying what is wrong when one of them cannot be used (then none is)."""
+    parts = [_load_one(source, site_key) for source in topology_sources(sources)]
+    if not parts:
+        raise ConfigError("topology: no file or URL given")
+    return LoadedTopology(
+        ", ".join(part.where for part in parts),
+        tuple(layout for part in parts for layout in part.layouts),
+        Topology.merged([part.topology for part in parts]),
+    )
+
+
+def _load_one(source: str, site_key: str) -> LoadedTopology:
     where = _display(source)
     try:
         data = _fetch(source) if urlsplit(source).scheme in ("http", "https") else _read(source)
@@ -39,7 +52,7 @@ def load_topology(source: str, site_key: str = PSCONFIG_SITE_KEY) -> LoadedTopol
         raise ConfigError(f"topology {where}: HTTP {error.response.status_code}") from None
     except (OSError, httpx.HTTPError, yaml.YAMLError, ValueError) as error:
         raise ConfigError(f"topology {where}: {error}") from None
-    return LoadedTopology(where, layout, topology)
+    return LoadedTopology(where, (layout,), topology)
 
 
 def _read(path: str) -> bytes:

@@ -124,7 +124,7 @@ def log_loaded(
         "topology loaded",
         extra={
             "source": loaded.where,
-            "layout": loaded.layout.value,
+            "layout": "+".join(loaded.layouts),
             "sites": len(topology.sites),
             "hosts": len(topology.site_by_host),
             "networks": sum(map(len, topology.networks_by_site.values())),

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 from service.errors import ConfigError
@@ -94,16 +95,56 @@ def sites(state: LinkState) -> list[tuple[str | None, str | None]]:
 def test_a_file_in_each_layout_loads(tmp_path: Path) -> None:
     yaml_file = tmp_path / "sites.yaml"
     yaml_file.write_text("SITE-A: [ps-latency.site-a.example.org]\n")
-    assert load_topology(str(yaml_file)).layout is Layout.SITES
+    assert load_topology(str(yaml_file)).layouts == (Layout.SITES,)
     cric = str(DATA / "cric-rcsite-sample.json")
     loaded = load_topology(cric)
-    assert (loaded.layout, loaded.where) == (Layout.CRIC_RCSITE, cric)
-    assert load_topology(str(DATA / "psconfig-mesh.json")).layout is Layout.PSCONFIG
+    assert (loaded.layouts, loaded.where) == ((Layout.CRIC_RCSITE,), cric)
+    assert load_topology(str(DATA / "psconfig-mesh.json")).layouts == (Layout.PSCONFIG,)
+
+
+def write_mesh(path: Path, addresses: dict[str, tuple[str, str]]) -> str:
+    """A pSConfig document: address -> (host, site)."""
+    entries = {
+        address: {"address": address, "host": host, "_meta": {"display-name": site}}
+        for address, (host, site) in addresses.items()
+    }
+    path.write_bytes(orjson.dumps({"addresses": entries}))
+    return str(path)
+
+
+def test_several_inventories_are_merged(tmp_path: Path) -> None:
+    """CRIC's prefixes with a pSConfig mesh's host addresses; what they disagree on is left out."""
+    mesh = write_mesh(
+        tmp_path / "mesh.json",
+        {
+            "188.184.2.9": ("psl02-gva.cern.ch", "CERN-PROD"),
+            "130.246.0.5": ("psl01-gva.cern.ch", "RAL-LCG2"),  # CRIC: CERN-PROD
+        },
+    )
+    cric = str(DATA / "cric-rcsite-sample.json")
+    loaded = load_topology(f"{cric}, {mesh}")
+    assert loaded.layouts == (Layout.CRIC_RCSITE, Layout.PSCONFIG)
+    assert loaded.where == f"{cric}, {mesh}"
+    topology = loaded.topology
+    assert topology.address_of("psl02-gva.cern.ch", 4) == "188.184.2.9"
+    assert topology.site_of("psl02-gva.cern.ch", "") == "CERN-PROD"
+    assert topology.site_of("unlisted.cern.ch", "188.184.200.1") == "CERN-PROD"  # CRIC prefix
+    assert topology.site_of("psl01-gva.cern.ch", "") is None
+    assert "psl01-gva.cern.ch is given to CERN-PROD, RAL-LCG2; matched to none" in topology.skipped
+    assert topology.site_of("psb01-gva.cern.ch", "") == "CERN-PROD"  # CRIC alone
+
+
+def test_one_unreadable_inventory_of_several_refuses_them_all(tmp_path: Path) -> None:
+    cric = str(DATA / "cric-rcsite-sample.json")
+    with pytest.raises(ConfigError, match=f"topology {tmp_path}/missing.json: .*No such file"):
+        load_topology(f"{cric},{tmp_path / 'missing.json'}")
+    with pytest.raises(ConfigError, match="no file or URL given"):
+        load_topology(" , ")
 
 
 def test_a_url_loads_over_http(inventory: ThreadingHTTPServer) -> None:
     loaded = load_topology(url_of(inventory, "/cric.json"))
-    assert loaded.layout is Layout.CRIC_RCSITE
+    assert loaded.layouts == (Layout.CRIC_RCSITE,)
     assert loaded.topology.networks_of("FZK-LCG2")[-1] == "2a00:139c::/45"
 
 
@@ -156,7 +197,7 @@ def test_refresh_remaps_every_row_and_keeps_link_state(tmp_path: Path) -> None:
     for name, values in before.series.items():
         np.testing.assert_array_equal(after.series[name], values, err_msg=name)
     assert refresher.outcomes == {"ok": 1}
-    assert refresher.current.layout is Layout.CRIC_RCSITE
+    assert refresher.current.layouts == (Layout.CRIC_RCSITE,)
 
 
 def test_new_links_after_a_refresh_take_the_new_sites(tmp_path: Path) -> None:
@@ -186,7 +227,7 @@ def test_a_broken_or_missing_file_keeps_the_old_mapping_and_is_counted(
     assert refresher.refresh() is False
     assert refresher.outcomes == {"failed": 2}
     assert sites(state) == mapped and state.index.names_version == version
-    assert refresher.current.layout is Layout.CRIC_RCSITE
+    assert refresher.current.layouts == (Layout.CRIC_RCSITE,)
     failures = [r for r in caplog.records if r.message.startswith("topology refresh failed")]
     assert len(failures) == 2 and "No such file" in failures[1].error  # type: ignore[attr-defined]
 

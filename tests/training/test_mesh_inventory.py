@@ -19,7 +19,7 @@ def test_the_export_maps_every_host_by_name_and_by_address(tmp_path: Path) -> No
     path = tmp_path / "topology.json"
     write_cric_export(mesh, path)
     loaded = load_topology(str(path))
-    assert loaded.layout is Layout.CRIC_RCSITE
+    assert loaded.layouts == (Layout.CRIC_RCSITE,)
     topology = loaded.topology
     assert topology.sites == sorted(mesh.site_names)
     for site, host, ip in zip(mesh.site_names, mesh.host_names, mesh.host_ips, strict=True):
