@@ -21,13 +21,10 @@ from training.dataset_command import (
     local_path,
 )
 from training.dataset_files import read_description
+from training.simulation_defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
 
 DEFAULT_OUTPUT = Path("models/bundle")
 DEFAULT_EVALUATION_DIR = Path("out/evaluation")
-#: The simulator's options (their defaults): training from Parquet rows cannot honour them.
-DEFAULT_SITES = 20
-DEFAULT_DAYS = 3.0
-DEFAULT_FAMILY = "A"
 
 
 def add_train_command(subparsers: argparse._SubParsersAction) -> None:
@@ -40,18 +37,18 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_data_options(train)
     train.add_argument(
-        "--sites", type=int, default=DEFAULT_SITES, help="simulated sites (default 20)"
+        "--sites", type=int, default=DEFAULT_SITES, help="simulated sites (default %(default)s)"
     )
     train.add_argument(
-        "--days", type=float, default=DEFAULT_DAYS, help="simulated days (default 3)"
+        "--days", type=float, default=DEFAULT_DAYS, help="simulated days (default %(default)s)"
     )
     train.add_argument("--seed", type=int, default=0, help="seed of mesh, split and network")
     train.add_argument(
         "--family",
-        choices=("A", "B", "mixed"),
+        choices=FAMILIES,
         default=DEFAULT_FAMILY,
         help="simulator family: A = M/M/1/K queues, B = fluid FIFO queues with self-similar "
-        "traffic, policers, shapers and shared hops, mixed = both meshes (default A)",
+        "traffic, policers, shapers and shared hops, mixed = both meshes (default %(default)s)",
     )
     train.add_argument(
         "--calibration-fraction",

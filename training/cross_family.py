@@ -31,9 +31,10 @@ from models.network import NetworkConfig
 from service.analysis.features import FEATURE_NAMES
 from training.dataset import Dataset, DataSource, LinkSplit, family_links, is_congested
 from training.evaluate import calibration_metrics, compute_metrics, score_methods
+from training.simulation_defaults import FAMILIES
 from training.train import DEFAULT_CALIBRATION_FRACTION, TrainOptions, fit_bundle, split_dataset
 
-TRAINING_SETS = ("A", "B", "mixed")
+TRAINING_SETS = FAMILIES
 TEST_FAMILIES = ("A", "B")
 REPORT_FILE = "cross_family.json"
 #: Methods that fit nothing: the same scores whatever the training set.

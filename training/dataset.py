@@ -42,6 +42,7 @@ from training.readers import (
     read_snmp_counters_file,
     to_minutes,
 )
+from training.simulation_defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
 from training.simulator import (
     BUCKETS_PER_MS,
     Mesh,
@@ -55,9 +56,6 @@ from training.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, s
 #: Utilisation above which a link counts as congested (netTel's label threshold).
 CONGESTED_RATIO = 0.7
 TARGETS = ("nettel", "ratio")
-#: Simulator families: A = M/M/1/K (training.simulator), B = fluid FIFO with self-similar
-#: traffic (training.simulator_fluid), mixed = both meshes side by side.
-FAMILIES = ("A", "B", "mixed")
 MINUTES_PER_DAY = 1440
 #: Minutes replayed before the first row, so every 32-minute window is full.
 WARMUP_MINUTES = WINDOW_MINUTES
@@ -221,13 +219,13 @@ class DataSource:
     set, captured bus messages labelled through `router_map`. Recorded in the model card, so
     `nettel evaluate` can rebuild the same rows."""
 
-    sites: int = 20
-    days: float = 3.0
+    sites: int = DEFAULT_SITES
+    days: float = DEFAULT_DAYS
     seed: int = 0
     start_minute: int = DEFAULT_START_MINUTE
     perfsonar_dir: Path | None = None
     router_map: Path | None = None
-    family: str = "A"
+    family: str = DEFAULT_FAMILY
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
