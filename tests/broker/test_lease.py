@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.broker.election import TOKENS_PER_SEND
 from service.broker.lease import Lease, LeaseTiming, OwnTokens, Role, Transition
 
 TIMING = LeaseTiming(interval=2.0, timeout=6.0)
@@ -171,3 +172,25 @@ def test_only_tokens_that_kept_others_coming_count_and_a_new_connection_starts_a
     tokens.next_token()
     clock.now += 7.0
     assert tokens.received(None) is False and tokens.shared is False  # one miss only
+
+
+def shared_after_lockstep_round_robin(clock: Clock, tokens_per_send: int) -> list[bool]:
+    """Two replicas sending in lockstep, every 2 s for a minute, into a queue that hands each
+    message to the next of them in turn: whether each finds the queue shared."""
+    replicas = {name: OwnTokens(timeout=6.0, window=30.0, clock=clock) for name in "ab"}
+    turn = 0
+    for _ in range(30):
+        for sender, tokens in replicas.items():
+            for number in [tokens.next_token() for _ in range(tokens_per_send)]:
+                receiver = "ab"[turn % 2]
+                turn += 1
+                replicas[receiver].received(number if receiver == sender else None)
+        clock.now += 2.0
+    return [tokens.shared for tokens in replicas.values()]
+
+
+def test_tokens_in_pairs_reveal_a_round_robin_queue_that_single_tokens_can_hide(clock):
+    """Why the election sends TOKENS_PER_SEND tokens back to back: single tokens in lockstep
+    come back each to its own sender, as from a single-active-consumer queue."""
+    assert shared_after_lockstep_round_robin(clock, tokens_per_send=1) == [False, False]
+    assert shared_after_lockstep_round_robin(clock, TOKENS_PER_SEND) == [True, True]
