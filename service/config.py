@@ -36,7 +36,6 @@ def parse_address(text: str) -> Address:
     return host, int(port)
 
 
-#: The shortest --retire-after: a link still holding data in its window is never retired.
 def topology_sources(value: str) -> list[str]:
     """The inventories a --topology value names: files or URLs, comma-separated (a comma in a
     URL is written %2C).
@@ -47,6 +46,7 @@ def topology_sources(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+#: The shortest --retire-after: a link still holding data in its window is never retired.
 RETIRE_AFTER_MINIMUM = 32 * 60
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
