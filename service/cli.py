@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from service.client_cli import add_costmatrix_command
-from service.config import Settings, load_settings, parse_address
+from service.config import Settings, comma_separated, load_settings, parse_address
 from service.errors import ConfigError
 from service.log_format import configure_logging
 from training.cli_commands import add_evaluate_command, add_train_command
@@ -209,7 +209,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     if not args.feed and args.write_topology is None:
         raise ConfigError("--no-feed needs --write-topology: there would be nothing to do")
     try:
-        brokers = [parse_address(part) for part in args.brokers.split(",") if part.strip()]
+        brokers = [parse_address(part) for part in comma_separated(args.brokers)]
     except ValueError as error:
         raise ConfigError(f"--brokers: {error}") from None
     configure_logging()

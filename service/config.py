@@ -36,11 +36,11 @@ def parse_address(text: str) -> Address:
     return host, int(port)
 
 
-def topology_sources(value: str) -> list[str]:
-    """The inventories a --topology value names: files or URLs, comma-separated (a comma in a
-    URL is written %2C).
+def comma_separated(value: str) -> list[str]:
+    """The items of a comma-separated setting (--brokers, --topology: a comma in a URL is
+    written %2C), stripped, empty ones left out.
 
-    >>> topology_sources("cric.json, https://psconfig.example.org/mesh.json")
+    >>> comma_separated("cric.json, https://psconfig.example.org/mesh.json,")
     ['cric.json', 'https://psconfig.example.org/mesh.json']
     """
     return [part.strip() for part in value.split(",") if part.strip()]
@@ -329,7 +329,7 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             if value.strip().lower() == NO_BROKERS:
                 return ()
-            return tuple(parse_address(part) for part in value.split(",") if part.strip())
+            return tuple(parse_address(part) for part in comma_separated(value))
         return value
 
     @field_validator("topology", mode="before")
@@ -339,7 +339,7 @@ class Settings(BaseSettings):
             value = str(value)
         if not isinstance(value, str):
             return value
-        sources = topology_sources(value)
+        sources = comma_separated(value)
         if not sources:
             raise ValueError("no file or URL given")
         for source in sources:

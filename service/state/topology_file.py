@@ -10,7 +10,7 @@ import httpx
 import orjson
 import yaml
 
-from service.config import topology_sources
+from service.config import comma_separated
 from service.errors import ConfigError
 from service.state.topology import Topology
 from service.state.topology_layouts import PSCONFIG_SITE_KEY, Layout, parse_topology
@@ -33,7 +33,7 @@ class LoadedTopology:
 def load_topology(sources: str, site_key: str = PSCONFIG_SITE_KEY) -> LoadedTopology:
     """Read and parse the comma-separated `sources`, merged into one topology; ConfigError
     saying what is wrong when one of them cannot be used (then none is)."""
-    parts = [_load_one(source, site_key) for source in topology_sources(sources)]
+    parts = [_load_one(source, site_key) for source in comma_separated(sources)]
     if not parts:
         raise ConfigError("topology: no file or URL given")
     return LoadedTopology(
