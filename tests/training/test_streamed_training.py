@@ -3,7 +3,6 @@ split with calibration links, the calibrated bundle, and the command's options."
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,7 @@ pytestmark = [
 from models.bundle import load_bundle  # noqa: E402
 from models.network import NetworkConfig  # noqa: E402
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
-from service.cli import main  # noqa: E402
-from training.cli_commands import add_train_command  # noqa: E402
+from service.cli import build_parser, main  # noqa: E402
 from training.dataset import build_simulated_dataset  # noqa: E402
 from training.dataset_files import open_rows, read_description, write_dataset  # noqa: E402
 from training.streamed_training import (  # noqa: E402
@@ -99,12 +97,6 @@ def test_evaluation_rows_keep_every_side_bounded(options: StreamedTrainOptions) 
         assert 0 < np.isin(bounded.link, ids).sum() <= 50
 
 
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="nettel")
-    add_train_command(parser.add_subparsers(required=True))
-    return parser.parse_args(argv)
-
-
 def test_train_dataset_trains_from_the_rows_without_building(
     rows: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -153,7 +145,8 @@ def test_engine_spark_refuses_simulator_options_before_building(
 def test_an_archive_uri_is_kept_for_spark_and_refused_in_memory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = parse("train", "--engine", "spark", "--perfsonar-dir", "hdfs://nn:8020/archive")
+    argv = ["train", "--engine", "spark", "--perfsonar-dir", "hdfs://nn:8020/archive"]
+    args = build_parser().parse_args(argv)
     assert args.perfsonar_dir == "hdfs://nn:8020/archive"
     argv = ["train", "--perfsonar-dir", "hdfs://nn:8020/archive", "--router-map", "map.json"]
     assert main(argv) == 2
@@ -165,5 +158,5 @@ def test_paths_read_or_written_here_refuse_a_uri(
     option: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit):
-        parse("train", option, "hdfs://nn:8020/rows")
+        build_parser().parse_args(["train", option, "hdfs://nn:8020/rows"])
     assert "hdfs://nn:8020/rows is a URI: give a local or mounted path" in capsys.readouterr().err
