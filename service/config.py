@@ -23,7 +23,7 @@ Address = tuple[str, int]
 NO_BROKERS = "none"
 #: The brokers' kind (`service.broker.flavour`); auto: from the broker's CONNECTED frame.
 BrokerFlavour = Literal["auto", "activemq", "rabbitmq", "artemis"]
-#: What the empirical filter reads (`service.analysis.link_analysis.filter_inputs`).
+#: What the empirical filter reads (`service.analysis.link_analysis.analyse_links`).
 EmpiricalFilterInput = Literal["newest-minute", "netTel"]
 
 

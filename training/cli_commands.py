@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from service.errors import ConfigError, NettelError
 from training.dataset_command import (
@@ -22,6 +23,9 @@ from training.dataset_command import (
 )
 from training.dataset_files import read_description
 from training.simulation_defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
+
+if TYPE_CHECKING:  # scikit-learn and h5py: imported when a command runs
+    from training.evaluate import EarlierBundle
 
 DEFAULT_OUTPUT = Path("models/bundle")
 DEFAULT_EVALUATION_DIR = Path("out/evaluation")
@@ -47,8 +51,9 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
         "--family",
         choices=FAMILIES,
         default=DEFAULT_FAMILY,
-        help="simulator family: A = M/M/1/K queues, B = fluid FIFO queues with self-similar "
-        "traffic, policers, shapers and shared hops, mixed = both meshes (default %(default)s)",
+        help="simulator families: A = M/M/1/K queues, B = fluid FIFO queues with self-similar "
+        "traffic, policers, shapers and shared hops, C = packet-level TCP in ns-3 (the committed "
+        "capture); several joined with + side by side, mixed = A+B (default %(default)s)",
     )
     train.add_argument(
         "--calibration-fraction",
@@ -58,12 +63,13 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
         "the utilisation interval (default 0.15)",
     )
     train.add_argument(
-        "--cross-family",
+        "--leave-one-family-out",
         action="store_true",
-        help="then also train on the other simulator families, score every method across "
-        "families (cross_family.json beside the bundle's evaluation) and add the headline to "
-        "the model card",
+        help="then also train without each simulator family in turn, score every method on the "
+        "family left out (out/evaluation/leave-one-family-out) and add the headline to the "
+        "model card",
     )
+    _add_earlier_bundle_option(train)
     train.add_argument(
         "--holdout-fraction",
         type=float,
@@ -138,13 +144,25 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:
         "it never saw): no split, no comparison with the card",
     )
     evaluate.add_argument(
-        "--cross-family",
+        "--leave-one-family-out",
         action="store_true",
-        help="train the bundle's architecture on each simulator family (A, B, mixed) and score "
-        "the model and every baseline on the held-out links of both families "
-        "(cross_family.json)",
+        help="for each simulator family A, B, C: train the bundle's architecture on the other "
+        "two and score the network and every baseline on the family left out "
+        "(leave_one_family_out.json)",
     )
+    _add_earlier_bundle_option(evaluate)
     evaluate.set_defaults(run=run_evaluate)
+
+
+def _add_earlier_bundle_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--earlier-bundle",
+        type=local_path,
+        default=None,
+        metavar="DIR",
+        help="also score a bundle trained on an earlier feature list (a subset of today's, e.g. "
+        "the one shipped before) on the same rows, and the cost it was served with",
+    )
 
 
 def _add_data_options(parser: argparse.ArgumentParser, note: str = "") -> None:
@@ -178,8 +196,10 @@ def run_train(args: argparse.Namespace) -> int:
     from training.evaluate import format_table
     from training.train import DEFAULT_EPOCHS, TrainOptions, train_bundle
 
-    if args.cross_family and args.perfsonar_dir is not None:
-        raise ConfigError("train: --cross-family compares simulator families; not for real data")
+    if args.leave_one_family_out and args.perfsonar_dir is not None:
+        raise ConfigError(
+            "train: --leave-one-family-out compares simulator families; not for real data"
+        )
     try:
         options = TrainOptions(
             source=DataSource(
@@ -198,13 +218,15 @@ def run_train(args: argparse.Namespace) -> int:
             output=args.output,
             verbose=2 if args.quiet else "auto",
         )
-        result = train_bundle(options)
+        earlier = _earlier(args.earlier_bundle)
+        result = train_bundle(options, earlier=earlier)
     except (ValueError, NettelError) as error:
         raise ConfigError(f"train: {error}") from None
     print(f"bundle written to {result.directory} (training {result.training_seconds:.0f} s)")
     print(format_table(result.card["evaluation"]))
-    if args.cross_family:
-        _cross_family(args.output, DEFAULT_EVALUATION_DIR / "cross-family", record=True)
+    if args.leave_one_family_out:
+        output = DEFAULT_EVALUATION_DIR / "leave-one-family-out"
+        _leave_one_family_out(args.output, output, earlier, record=True)
     return 0
 
 
@@ -212,17 +234,34 @@ def _archive(directory: str | None) -> Path | None:
     return None if directory is None else local_archive(directory)
 
 
-def _cross_family(bundle: Path, output: Path, record: bool) -> None:
-    """Run the cross-family evaluation, print its table; `record` adds it to the card."""
-    from training.cross_family import cross_family_evaluation, format_headline, record_in_card
+def _earlier(directory: Path | None) -> EarlierBundle | None:
+    from training.evaluate import load_earlier_bundle
+
+    return None if directory is None else load_earlier_bundle(directory)
+
+
+def _leave_one_family_out(
+    bundle: Path, output: Path, earlier: EarlierBundle | None, record: bool
+) -> None:
+    """Run the leave-one-family-out evaluation with the bundle's training options, print its
+    tables; `record` adds the headline to the bundle's card."""
+    from models.bundle import load_bundle
+    from service.analysis.features import FEATURE_NAMES
+    from training.leave_one_family_out import (
+        format_headline,
+        leave_one_family_out,
+        record_in_card,
+    )
+    from training.train import options_from_card
 
     try:
-        report = cross_family_evaluation(bundle, output)
+        options = options_from_card(load_bundle(bundle, FEATURE_NAMES).card, output)
+        report = leave_one_family_out(options, output, earlier=earlier)
         if record:
             record_in_card(bundle, report)
     except (ValueError, KeyError, NettelError) as error:
-        raise ConfigError(f"cross-family evaluation: {error}") from None
-    print(f"cross-family report written to {output}")
+        raise ConfigError(f"leave-one-family-out evaluation: {error}") from None
+    print(f"leave-one-family-out report written to {output}")
     print(format_headline(report))
 
 
@@ -271,7 +310,8 @@ def refuse_unused_options(args: argparse.Namespace) -> None:
         "--sites": args.sites != DEFAULT_SITES,
         "--days": args.days != DEFAULT_DAYS,
         "--family": args.family != DEFAULT_FAMILY,
-        "--cross-family": args.cross_family,
+        "--leave-one-family-out": args.leave_one_family_out,
+        "--earlier-bundle": args.earlier_bundle is not None,
     }
     if args.dataset is not None:
         unused |= {
@@ -306,21 +346,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from training.dataset import DataSource
     from training.evaluate import evaluate_all_links, evaluate_bundle, format_table
 
-    if args.cross_family:
-        _cross_family(args.bundle, args.output, record=False)
-        return 0
     if args.all_links and (args.perfsonar_dir is None or args.router_map is None):
         raise ConfigError("evaluate: --all-links needs --perfsonar-dir and --router-map")
     try:
+        earlier = _earlier(args.earlier_bundle)
+        if args.leave_one_family_out:
+            _leave_one_family_out(args.bundle, args.output, earlier, record=False)
+            return 0
         source = None
         if args.perfsonar_dir or args.router_map:
             source = DataSource(
                 perfsonar_dir=_archive(args.perfsonar_dir), router_map=args.router_map
             )
         if args.all_links and source is not None:
-            report = evaluate_all_links(args.bundle, args.output, source)
+            report = evaluate_all_links(args.bundle, args.output, source, earlier)
         else:
-            report = evaluate_bundle(args.bundle, args.output, source)
+            report = evaluate_bundle(args.bundle, args.output, source, earlier)
     except (ValueError, NettelError) as error:
         raise ConfigError(f"evaluate: {error}") from None
     print(f"report and plots written to {args.output}")

@@ -42,7 +42,15 @@ from training.readers import (
     read_snmp_counters_file,
     to_minutes,
 )
-from training.simulation_defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
+from training.simulation_defaults import (
+    DEFAULT_DAYS,
+    DEFAULT_FAMILY,
+    DEFAULT_SITES,
+    FAMILY_C_CAPTURE,
+    family_members,
+    portable_path,
+    resolve_portable_path,
+)
 from training.simulator import (
     BUCKETS_PER_MS,
     Mesh,
@@ -61,9 +69,16 @@ MINUTES_PER_DAY = 1440
 WARMUP_MINUTES = WINDOW_MINUTES
 #: 2024-01-01T00:00Z; simulated datasets start here unless told otherwise.
 DEFAULT_START_MINUTE = 28_401_120
+#: The router map in a family C capture directory (training.simulator_ns3 writes it).
+PACKET_ROUTER_MAP = "router-map.json"
 #: Real data: a link congested in at least this share of its rows counts as congestion prone.
 BUSY_SHARE = 0.1
+#: Share of a simulated mesh's links whose histograms have perfSONAR 5's 0.1 ms buckets (ten of
+#: the simulators' 0.01 ms buckets), so the network learns features robust to both widths.
+COARSE_BUCKET_SHARE = 0.3
+COARSE_BUCKET_FACTOR = 10
 _SPLIT_STREAM = 17
+_COARSE_STREAM = 23
 
 
 def is_congested(utilisation: np.ndarray) -> np.ndarray:
@@ -215,9 +230,9 @@ def family_links(dataset: Dataset) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class DataSource:
-    """Where the rows come from: the simulator (sites, days, seed) or, when `perfsonar_dir` is
-    set, captured bus messages labelled through `router_map`. Recorded in the model card, so
-    `nettel evaluate` can rebuild the same rows."""
+    """Where the rows come from: the simulator families (sites, days, seed; family C from its
+    capture) or, when `perfsonar_dir` is set, captured bus messages labelled through
+    `router_map`. Recorded in the model card, so `nettel evaluate` can rebuild the same rows."""
 
     sites: int = DEFAULT_SITES
     days: float = DEFAULT_DAYS
@@ -226,10 +241,10 @@ class DataSource:
     perfsonar_dir: Path | None = None
     router_map: Path | None = None
     family: str = DEFAULT_FAMILY
+    family_c_capture: Path = FAMILY_C_CAPTURE
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"simulator family must be one of {FAMILIES}, not {self.family!r}")
+        family_members(self.family)  # refuses an unknown family
         if (self.perfsonar_dir is None) != (self.router_map is None):
             raise ValueError("real data needs both a perfSONAR directory and a router map")
         if self.perfsonar_dir is None and (self.sites < 2 or self.days <= 0):
@@ -244,7 +259,13 @@ class DataSource:
     def build(self, target: str) -> Dataset:
         if self.perfsonar_dir is None or self.router_map is None:
             return build_family_dataset(
-                self.family, self.sites, self.days, self.seed, target, self.start_minute
+                self.family,
+                self.sites,
+                self.days,
+                self.seed,
+                target,
+                self.start_minute,
+                self.family_c_capture,
             )
         return build_real_dataset(self.perfsonar_dir, self.router_map, target)
 
@@ -256,8 +277,16 @@ class DataSource:
                 perfsonar_dir=Path(description["perfsonar_dir"]),
                 router_map=Path(description["router_map"]),
             )
+        family = description.get("family", "A")
+        parts = description.get("families", {family: description})
+        simulated = next((d for d in parts.values() if d.get("family") != "C"), None)
         keys = ("sites", "days", "seed", "start_minute")
-        return cls(**{key: description[key] for key in keys}, family=description.get("family", "A"))
+        capture = parts.get("C", {}).get("capture")
+        return cls(
+            **({key: simulated[key] for key in keys} if simulated else {}),
+            family=family,
+            **({"family_c_capture": resolve_portable_path(capture)} if capture else {}),
+        )
 
 
 # --- the replay --------------------------------------------------------------------------------
@@ -452,16 +481,27 @@ def replay_measurements(
     prone: np.ndarray | None = None,
 ) -> Dataset:
     """Rows of simulated minutes (any family) replayed through ingest and analysis; `mesh` gives
-    the hosts and links, rows start WARMUP_MINUTES after `labels.first_minute`."""
+    the hosts and links, rows start WARMUP_MINUTES after `labels.first_minute`. A seeded
+    COARSE_BUCKET_SHARE of the links report 0.1 ms histogram buckets, as perfSONAR 5 does."""
     endpoints = mesh_endpoints(mesh)
     state = link_state_for(endpoints)
-    batches = (MinuteBatch(m.minute, minute_messages(m, endpoints)) for m in measured)
+    coarse = draw_coarse_links(len(endpoints), int(description.get("seed", 0)))
+    description = {**description, "coarse_bucket_links": int(coarse.sum())}
+    batches = (
+        MinuteBatch(m.minute, minute_messages(m.coarsened(coarse, COARSE_BUCKET_FACTOR), endpoints))
+        for m in measured
+    )
     minutes = replay_minutes(batches, state)
     sources, destinations = _names(mesh, mesh.source), _names(mesh, mesh.destination)
     names = tuple(f"{s}->{d}" for s, d in zip(sources, destinations, strict=True))
     parts = _Parts(minutes, labels, labels.first_minute + WARMUP_MINUTES)
     busy = mesh.congestion_prone if prone is None else prone
     return assemble(parts, target, names, busy, description)
+
+
+def draw_coarse_links(n_links: int, seed: int) -> np.ndarray:
+    """Mask of the links whose histograms are written in 0.1 ms buckets (seeded)."""
+    return np.random.default_rng([seed, _COARSE_STREAM]).random(n_links) < COARSE_BUCKET_SHARE
 
 
 def build_family_dataset(
@@ -471,16 +511,47 @@ def build_family_dataset(
     seed: int,
     target: str = "nettel",
     start_minute: int = DEFAULT_START_MINUTE,
+    family_c_capture: Path = FAMILY_C_CAPTURE,
 ) -> Dataset:
-    """Rows of simulator family A, B, or both side by side ("mixed": A's links first)."""
-    builders = {"A": build_simulated_dataset, "B": build_fluid_dataset}
-    if family in builders:
-        return builders[family](sites, days, seed, target, start_minute)
-    if family != "mixed":
-        raise ValueError(f"simulator family must be one of {FAMILIES}, not {family!r}")
-    return combine_families(
-        {name: build(sites, days, seed, target, start_minute) for name, build in builders.items()}
-    )
+    """Rows of simulator family A, B or C, or of several side by side ("A+B+C": A's links
+    first; "mixed" = "A+B"). A and B are simulated here from sites, days and seed; C is read
+    from its capture."""
+    builders: dict[str, Callable[[], Dataset]] = {
+        "A": lambda: build_simulated_dataset(sites, days, seed, target, start_minute),
+        "B": lambda: build_fluid_dataset(sites, days, seed, target, start_minute),
+        "C": lambda: build_packet_dataset(family_c_capture, target),
+    }
+    members = family_members(family)
+    if len(members) == 1:
+        return builders[family]()
+    combined = combine_families({name: builders[name]() for name in members})
+    return replace(combined, description={**combined.description, "family": family})
+
+
+def build_packet_dataset(capture: Path, target: str = "nettel") -> Dataset:
+    """Rows of family C: the ns-3 links' bus capture labelled by their bottleneck counters,
+    read like real data (`build_real_dataset`) from `capture` and its router map."""
+    if not capture.is_dir():
+        raise ValueError(
+            f"family C capture {capture} is missing: `nettel simulate --family C --output "
+            f"{capture}` writes it (docs/simulator-ns3.md)"
+        )
+    dataset = build_real_dataset(capture, capture / PACKET_ROUTER_MAP, target)
+    real = dataset.description
+    description = {
+        "kind": "simulated",
+        "family": "C",
+        "note": "trained and evaluated on SIMULATED links (ns-3 packet-level TCP, "
+        "training.simulator_ns3), not real routers",
+        "capture": portable_path(capture),
+        "links": real["links"],
+        "congestion_prone_links": int(dataset.prone.sum()),
+        "messages": real["messages"],
+        "first_minute": real["first_minute"],
+        "minutes": real["minutes"],
+        "persistence": real["persistence"],
+    }
+    return replace(dataset, description=description)
 
 
 def build_fluid_dataset(
@@ -514,10 +585,10 @@ def combine_families(parts: dict[str, Dataset]) -> Dataset:
     rows["link"] = np.concatenate(
         [d.link + offset for d, offset in zip(datasets, offsets, strict=False)]
     ).astype(np.int32)
-    first = datasets[0].description
-    description = {
-        key: first[key] for key in ("kind", "sites", "days", "seed", "start_minute") if key in first
-    }
+    simulated = [d.description for d in datasets if d.description.get("family") != "C"]
+    keys = ("kind", "sites", "days", "seed", "start_minute")
+    description = {key: simulated[0][key] for key in keys if simulated and key in simulated[0]}
+    description.setdefault("kind", "simulated")
     return Dataset(
         **rows,
         target=datasets[0].target,
@@ -525,8 +596,9 @@ def combine_families(parts: dict[str, Dataset]) -> Dataset:
         prone=np.concatenate([d.prone for d in datasets]),
         description={
             **description,
-            "family": "mixed",
-            "note": "trained and evaluated on SIMULATED links of both simulator families",
+            "family": "+".join(parts),
+            "note": "trained and evaluated on SIMULATED links of simulator families "
+            + ", ".join(parts),
             "links": int(offsets[-1]),
             "rows": int(sum(len(d) for d in datasets)),
             "target": datasets[0].target,

@@ -12,6 +12,15 @@ Every method is scored on the same rows (the held-out links' rows) for the same 
   fitted to the target; same decision threshold as the model.
 - `logistic_regression`: fitted on the same rows to "above 70 %"; probability > 0.5. A
   probability is not a utilisation estimate, so it has no MSE/MAE.
+- `gradient_boosting`: scikit-learn's histogram gradient-boosted trees fitted on the same rows
+  (raw features: trees need no scaling) to "above 70 %"; probability > 0.5; no MSE/MAE.
+
+Each family's `cost` entry says how the cost users consume (`service.analysis.cost`) behaves on
+the rows: how often a link below 50 % utilisation costs 0.5 or more (false alarms) and how
+often one above 90 % costs less (misses), for the cost served with this bundle (its calibrated
+probability as the floor) and for the filter's floor of 0.5 with the same estimate; with an
+`earlier` bundle (trained on a subset of today's features, e.g. the shipped one before an
+upgrade), also for that bundle with the filter's floor, the cost served before.
 
 MSE and MAE compare the estimate with the target label; ROC AUC ranks by the method's score.
 Rows are also scored per simulator family (`families`), and a calibrated bundle's congestion
@@ -29,10 +38,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
-from models.bundle import ModelBundle, load_bundle
+from models.bundle import CARD_FILE, ModelBundle, load_bundle
+from service.analysis.calibration import Calibration, calibrated_estimates
+from service.analysis.cost import compute_cost
 from service.analysis.features import FEATURE_NAMES
 from service.errors import ModelBundleError
 from training.calibrate import calibration_scores
@@ -51,7 +63,53 @@ from training.dataset import (
 #: ratio when above 70 %) 0.5 sits between the two label groups; for the ratio it is 0.7 itself.
 DECISION_THRESHOLD = {"nettel": 0.5, "ratio": CONGESTED_RATIO}
 MAX_LINK_PLOTS = 12
-METHODS = ("model", "empirical", "persistence", "linear_regression", "logistic_regression")
+METHODS = (
+    "model",
+    "empirical",
+    "persistence",
+    "linear_regression",
+    "logistic_regression",
+    "gradient_boosting",
+)
+#: Cost outcomes: a link below CALM_BELOW utilisation with cost >= COST_ALARM is a false alarm,
+#: one above BUSY_ABOVE with a lower cost a miss.
+CALM_BELOW = 0.5
+BUSY_ABOVE = 0.9
+COST_ALARM = 0.5
+_COST_INPUTS = tuple(
+    FEATURE_NAMES.index(name)
+    for name in ("newest_loss", "newest_delay_above_min", "newest_filter_congested")
+)
+
+
+@dataclass(frozen=True)
+class EarlierBundle:
+    """A bundle trained on an earlier feature list, a subset of FEATURE_NAMES (such as netTel's
+    45 before the newest-minute features), scored on the columns it knows. For comparisons only:
+    serving loads bundles of exactly FEATURE_NAMES."""
+
+    bundle: ModelBundle
+    columns: np.ndarray
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return self.bundle.calibration
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        return predict(self.bundle, features[:, self.columns])
+
+
+def load_earlier_bundle(directory: Path) -> EarlierBundle:
+    """Load a bundle whose features are all among today's (ModelBundleError otherwise)."""
+    try:
+        names = tuple(json.loads((directory / CARD_FILE).read_text())["feature_names"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelBundleError(f"model bundle {directory}: {error}") from None
+    unknown = [name for name in names if name not in FEATURE_NAMES]
+    if unknown:
+        raise ModelBundleError(f"model bundle {directory}: features unknown today: {unknown[:5]}")
+    columns = np.array([FEATURE_NAMES.index(name) for name in names])
+    return EarlierBundle(load_bundle(directory, names), columns)
 
 
 @dataclass(frozen=True)
@@ -63,9 +121,12 @@ class Scores:
     above: np.ndarray
 
 
-def score_methods(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) -> dict[str, Scores]:
+def score_methods(
+    bundle: ModelBundle, dataset: Dataset, split: LinkSplit, earlier: EarlierBundle | None = None
+) -> dict[str, Scores]:
     """Every method's scores on the held-out rows; baselines are fitted on the training links
-    (without training links, as when scoring all links of new data, those two are left out)."""
+    (without training links, as when scoring all links of new data, those are left out). An
+    `earlier` bundle is scored too, as `earlier_bundle`."""
     train, test = dataset.rows_of(split.train), dataset.rows_of(split.holdout)
     threshold = DECISION_THRESHOLD[dataset.target]
     predicted = predict(bundle, test.features)
@@ -78,17 +139,23 @@ def score_methods(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) -> di
             is_congested(test.persistence),
         ),
     }
+    if earlier is not None:
+        before = earlier.predict(test.features)
+        scores["earlier_bundle"] = Scores(before, before, before > threshold)
     if not len(train):
         return scores
     x_train, x_test = (
         bundle.scaler.transform(train.features),
         bundle.scaler.transform(test.features),
     )
+    above = is_congested(train.utilisation)
     linear = LinearRegression().fit(x_train, train.label).predict(x_test)
-    logistic = _fit_logistic(x_train, is_congested(train.utilisation)).predict_proba(x_test)[:, 1]
+    logistic = _fit_logistic(x_train, above).predict_proba(x_test)[:, 1]
+    boosted = _fit_boosting(train.features, above).predict_proba(test.features)[:, 1]
     return scores | {
         "linear_regression": Scores(np.clip(linear, 0.0, 1.0), linear, linear > threshold),
         "logistic_regression": Scores(None, logistic, logistic > 0.5),
+        "gradient_boosting": Scores(None, boosted, boosted > 0.5),
     }
 
 
@@ -100,6 +167,51 @@ def predict(bundle: ModelBundle, features: np.ndarray) -> np.ndarray:
 
 def _fit_logistic(features: np.ndarray, above: np.ndarray) -> LogisticRegression:
     return LogisticRegression(max_iter=500).fit(features, above)
+
+
+def _fit_boosting(features: np.ndarray, above: np.ndarray) -> HistGradientBoostingClassifier:
+    """Boosted trees, seeded (their early stopping draws a validation share of the rows)."""
+    return HistGradientBoostingClassifier(random_state=0).fit(features, above)
+
+
+def served_cost(estimate: np.ndarray, calibration: Calibration | None, rows: Dataset) -> np.ndarray:
+    """The cost `nettel serve` publishes for each row: its newest loss, delay above the link's
+    minimum and filter verdict are feature columns; the floor is the calibrated probability,
+    or the filter's without a calibration."""
+    loss, excess, congested = (rows.features[:, column] for column in _COST_INPUTS)
+    probability = None if calibration is None else calibrated_estimates(estimate, calibration)[0]
+    return compute_cost(estimate, loss, excess, congested > 0.5, probability)
+
+
+def cost_outcomes(cost: np.ndarray, utilisation: np.ndarray) -> dict[str, float | int | None]:
+    """Share of calm rows (utilisation < 50 %) costing >= 0.5 and of busy ones (> 90 %) below.
+
+    >>> cost_outcomes(np.array([0.6, 0.1, 0.2, 0.9]), np.array([0.1, 0.2, 0.95, 0.99]))
+    {'false_alarm_rate': 0.5, 'miss_rate': 0.5, 'calm_rows': 2, 'busy_rows': 2}
+    """
+    calm, busy = utilisation < CALM_BELOW, utilisation > BUSY_ABOVE
+    return {
+        "false_alarm_rate": float(np.mean(cost[calm] >= COST_ALARM)) if calm.any() else None,
+        "miss_rate": float(np.mean(cost[busy] < COST_ALARM)) if busy.any() else None,
+        "calm_rows": int(calm.sum()),
+        "busy_rows": int(busy.sum()),
+    }
+
+
+def cost_report(
+    bundle: ModelBundle, rows: Dataset, earlier: EarlierBundle | None = None
+) -> dict[str, Any]:
+    """Cost outcomes on `rows`: served with `bundle`, with its estimate and the filter's floor,
+    and (given `earlier`) served as before with the earlier bundle and the filter's floor."""
+    estimate = predict(bundle, rows.features)
+    report = {
+        "model": cost_outcomes(served_cost(estimate, bundle.calibration, rows), rows.utilisation),
+        "filter_floor": cost_outcomes(served_cost(estimate, None, rows), rows.utilisation),
+    }
+    if earlier is not None:
+        before = served_cost(earlier.predict(rows.features), None, rows)
+        report["earlier_bundle"] = cost_outcomes(before, rows.utilisation)
+    return report
 
 
 def compute_metrics(
@@ -117,12 +229,14 @@ def compute_metrics(
     }
 
 
-def evaluate_holdout(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) -> dict[str, Any]:
+def evaluate_holdout(
+    bundle: ModelBundle, dataset: Dataset, split: LinkSplit, earlier: EarlierBundle | None = None
+) -> dict[str, Any]:
     """The evaluation report (no files): metrics of every method on the held-out links, also
-    per simulator family, and the calibration's metrics per family."""
+    per simulator family, with the calibration's metrics and the cost outcomes per family."""
     test = dataset.rows_of(split.holdout)
     above = is_congested(test.utilisation)
-    scores = score_methods(bundle, dataset, split)
+    scores = score_methods(bundle, dataset, split, earlier)
     families = {}
     for family, links in family_links(dataset).items():
         held = np.isin(test.link, links)
@@ -135,6 +249,7 @@ def evaluate_holdout(bundle: ModelBundle, dataset: Dataset, split: LinkSplit) ->
                     for name, s in scores.items()
                 },
                 "calibration": calibration_metrics(bundle, test.select(held)),
+                "cost": cost_report(bundle, test.select(held), earlier),
             }
     return {
         "bundle": {
@@ -174,12 +289,13 @@ def write_evaluation(
     split: LinkSplit,
     output_dir: Path,
     mode: str = "held-out",
+    earlier: EarlierBundle | None = None,
 ) -> dict[str, Any]:
     """Evaluate, then write report.json and the PNG plots into `output_dir`; return the report.
 
     `mode` ("held-out" links of the card, or "all-links" of new data) is recorded in it."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    report = {"mode": mode, **evaluate_holdout(bundle, dataset, split)}
+    report = {"mode": mode, **evaluate_holdout(bundle, dataset, split, earlier)}
     test = dataset.rows_of(split.holdout)
     predicted = predict(bundle, test.features)
     plots = plot_links(test, predicted, output_dir / "links")
@@ -323,7 +439,10 @@ def _save(figure: Any, path: Path) -> Path:
 
 
 def evaluate_bundle(
-    directory: Path, output_dir: Path, source: DataSource | None = None
+    directory: Path,
+    output_dir: Path,
+    source: DataSource | None = None,
+    earlier: EarlierBundle | None = None,
 ) -> dict[str, Any]:
     """Rebuild the card's dataset and split, check the held-out links, write the evaluation.
 
@@ -343,14 +462,16 @@ def evaluate_bundle(
     )
     if dataset.names_of(split.holdout) != data["holdout_links"]:
         raise ModelBundleError(f"model bundle {directory}: the rebuilt held-out links differ")
-    return write_evaluation(bundle, dataset, split, output_dir)
+    return write_evaluation(bundle, dataset, split, output_dir, earlier=earlier)
 
 
-def evaluate_all_links(directory: Path, output_dir: Path, source: DataSource) -> dict[str, Any]:
+def evaluate_all_links(
+    directory: Path, output_dir: Path, source: DataSource, earlier: EarlierBundle | None = None
+) -> dict[str, Any]:
     """Score a bundle on every labelled link of `source` (links it never saw: no split, no
     comparison with its card). Baselines fitted on training rows (linear and logistic
     regression) have none here and are left out; the empirical filter and persistence stay."""
     bundle = load_bundle(directory, FEATURE_NAMES)
     dataset = source.build(bundle.card["target"]["name"])
     every_link = LinkSplit(np.zeros(0, np.int64), np.unique(dataset.link))
-    return write_evaluation(bundle, dataset, every_link, output_dir, mode="all-links")
+    return write_evaluation(bundle, dataset, every_link, output_dir, "all-links", earlier)

@@ -25,7 +25,7 @@ import numpy as np
 
 from models.bundle import save_bundle
 from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network_batches
-from models.scaler import MinMaxScaler
+from models.scaler import SignedLogScaler, feature_multipliers, signed_log
 from service.analysis.features import FEATURE_NAMES
 from training.dataset import (
     BUSY_SHARE,
@@ -164,22 +164,21 @@ def summarise_links(rows: Any) -> LinkSummary:
     return LinkSummary(names, values[:, 0], values[:, 1])
 
 
-def fit_scaler_streamed(rows: Any, train_links: set[str]) -> MinMaxScaler:
-    """Min-max bounds over the training links' rows, in one streamed pass."""
-    low = np.full(len(FEATURE_NAMES), np.inf)
-    high = np.full(len(FEATURE_NAMES), -np.inf)
+def fit_scaler_streamed(rows: Any, train_links: set[str]) -> SignedLogScaler:
+    """The scaler of the training links' rows (`SignedLogScaler.fit`), in one streamed pass."""
+    multiplier = feature_multipliers(FEATURE_NAMES)
+    count, total, squares = 0, np.zeros(len(FEATURE_NAMES)), np.zeros(len(FEATURE_NAMES))
     for frame in _batches(rows, [*_LINK, *FEATURE_NAMES]):
         features = frame.loc[_link_names(frame).isin(train_links), list(FEATURE_NAMES)]
-        if len(features):
-            low = np.minimum(low, features.to_numpy(np.float64).min(axis=0))
-            high = np.maximum(high, features.to_numpy(np.float64).max(axis=0))
-    if not np.isfinite(low).all():
-        raise ValueError("no training rows")
-    return MinMaxScaler(FEATURE_NAMES, low, high)
+        logged = signed_log(features.to_numpy(np.float64) * multiplier)
+        count += len(logged)
+        total += logged.sum(axis=0)
+        squares += (logged**2).sum(axis=0)
+    return SignedLogScaler.from_sums(FEATURE_NAMES, count, total, squares)
 
 
 def training_batches(
-    rows: Any, train_links: set[str], train_rows: int, scaler: MinMaxScaler, seed: int
+    rows: Any, train_links: set[str], train_rows: int, scaler: SignedLogScaler, seed: int
 ) -> Any:
     """A tf.data dataset of scaled (features, label) batches of BATCH_SIZE (the last one
     shorter), re-read each epoch; its length is known, so Keras runs every epoch to the end."""

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from models.bundle import CARD_FILE, ModelBundle, load_bundle, save_bundle, write_calibration
 from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
-from models.scaler import MinMaxScaler
+from models.scaler import SignedLogScaler
 from service.analysis.features import FEATURE_NAMES
 from training.calibrate import fit_calibration
 from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_by_family
-from training.evaluate import DECISION_THRESHOLD, evaluate_holdout, predict
+from training.evaluate import DECISION_THRESHOLD, EarlierBundle, evaluate_holdout, predict
 
 if TYPE_CHECKING:  # importing Keras here would precede models.network's TensorFlow settings
     import keras
@@ -87,14 +87,18 @@ def _print(line: str) -> None:
     print(line, flush=True)
 
 
-def train_bundle(options: TrainOptions, log: Callable[[str], None] = _print) -> TrainResult:
+def train_bundle(
+    options: TrainOptions,
+    log: Callable[[str], None] = _print,
+    earlier: EarlierBundle | None = None,
+) -> TrainResult:
     """Run the whole pipeline and write the bundle to `options.output`."""
     started = time.perf_counter()
     dataset = options.source.build(options.target)
     split = split_dataset(dataset, options)
     dataset_seconds = time.perf_counter() - started
     log(_dataset_summary(dataset, split, dataset_seconds))
-    return fit_bundle(options, dataset, split, dataset_seconds)
+    return fit_bundle(options, dataset, split, dataset_seconds, earlier)
 
 
 def split_dataset(dataset: Dataset, options: TrainOptions) -> LinkSplit:
@@ -105,16 +109,20 @@ def split_dataset(dataset: Dataset, options: TrainOptions) -> LinkSplit:
 
 
 def fit_bundle(
-    options: TrainOptions, dataset: Dataset, split: LinkSplit, dataset_seconds: float = 0.0
+    options: TrainOptions,
+    dataset: Dataset,
+    split: LinkSplit,
+    dataset_seconds: float = 0.0,
+    earlier: EarlierBundle | None = None,
 ) -> TrainResult:
-    """Train on `split.train`, save, calibrate on `split.calibration`, score `split.holdout`."""
+    """Train on `split.train`, save, calibrate on `split.calibration`, score `split.holdout`
+    (beside an `earlier` bundle, if given)."""
     model, scaler, losses, seconds = train_network(options, dataset, split)
     card = build_card(options, dataset, split, losses, seconds)
     directory = save_bundle(options.output, model, scaler, card)
     add_calibration(directory, dataset, split)
-    return TrainResult(
-        directory, add_evaluation(directory, dataset, split), dataset_seconds, seconds
-    )
+    card = add_evaluation(directory, dataset, split, earlier)
+    return TrainResult(directory, card, dataset_seconds, seconds)
 
 
 def add_calibration(directory: Path, dataset: Dataset, split: LinkSplit) -> ModelBundle:
@@ -132,7 +140,7 @@ def add_calibration(directory: Path, dataset: Dataset, split: LinkSplit) -> Mode
 
 def train_network(
     options: TrainOptions, dataset: Dataset, split: LinkSplit
-) -> tuple[keras.Sequential, MinMaxScaler, list[float], float]:
+) -> tuple[keras.Sequential, SignedLogScaler, list[float], float]:
     """Scaler and network fitted on the training links only, the epoch losses and the seconds."""
     scaler = fit_scaler(dataset, split)
     train = dataset.rows_of(split.train)
@@ -143,9 +151,9 @@ def train_network(
     return model, scaler, losses, time.perf_counter() - started
 
 
-def fit_scaler(dataset: Dataset, split: LinkSplit) -> MinMaxScaler:
-    """Min-max bounds from the training links' rows only: held-out links stay unseen."""
-    return MinMaxScaler.fit(dataset.rows_of(split.train).features, FEATURE_NAMES)
+def fit_scaler(dataset: Dataset, split: LinkSplit) -> SignedLogScaler:
+    """Scaling fitted on the training links' rows only: held-out links stay unseen."""
+    return SignedLogScaler.fit(dataset.rows_of(split.train).features, FEATURE_NAMES)
 
 
 def _dataset_summary(dataset: Dataset, split: LinkSplit, seconds: float) -> str:
@@ -229,10 +237,12 @@ def _data_card(options: TrainOptions, dataset: Dataset, split: LinkSplit) -> dic
     }
 
 
-def add_evaluation(directory: Path, dataset: Dataset, split: LinkSplit) -> dict[str, Any]:
+def add_evaluation(
+    directory: Path, dataset: Dataset, split: LinkSplit, earlier: EarlierBundle | None = None
+) -> dict[str, Any]:
     """Score the saved bundle (numpy path) on the held-out links; add the metrics to its card."""
     bundle = load_bundle(directory, FEATURE_NAMES)
-    report = evaluate_holdout(bundle, dataset, split)
+    report = evaluate_holdout(bundle, dataset, split, earlier)
     card = {
         **bundle.card,
         "evaluation": {
@@ -243,3 +253,23 @@ def add_evaluation(directory: Path, dataset: Dataset, split: LinkSplit) -> dict[
     }
     (directory / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
     return card
+
+
+def options_from_card(card: dict[str, Any], output: Path, verbose: int | str = 0) -> TrainOptions:
+    """The training options a simulated bundle's card records, for a dataset of its source."""
+    data = card["training_data"]
+    if data.get("kind") != "simulated":
+        raise ValueError("a bundle trained on simulated links is needed")
+    architecture = card["architecture"]
+    return TrainOptions(
+        source=DataSource.from_description(data),
+        target=card["target"]["name"],
+        holdout_fraction=data["holdout_fraction"],
+        calibration_fraction=data.get("calibration_fraction", DEFAULT_CALIBRATION_FRACTION),
+        network=NetworkConfig(
+            widths=tuple(architecture["widths"]), dropout=float(architecture["dropout"])
+        ),
+        epochs=int(card["epochs"]),
+        output=output,
+        verbose=verbose,
+    )

@@ -1,11 +1,18 @@
 """Link cost in [0, 1]: 0 for an idle healthy link, 1 for an unusable one.
 
-    cost = max(1 - (1 - U)(1 - L)(1 - D),  0.5 if congested else 0)
+    cost = max(1 - (1 - U)(1 - L)(1 - D),  floor)
 
 with U = clip(utilisation, 0, 1)^4 (0 when no estimate), L = 1 - exp(-loss / 0.01) and
-D = 1 - exp(-max(0, delay - all-time minimum delay) / 20 ms). Each term is non-decreasing in its
-input and the congestion floor only switches on as loss and delay grow, so the cost is monotone
-non-decreasing in utilisation, loss and delay above the link's minimum.
+D = 1 - exp(-max(0, delay - all-time minimum delay) / 20 ms). The floor is the model's calibrated
+congestion probability (P(utilisation > 70 %)) when the link has one; without a model (or a
+calibration) it is the empirical filter's: 0.5 when the filter says congested, else 0.
+
+With 600 probes a minute one lost probe (0.17 %) already passes the filter's 1e-4 loss
+threshold, so its floor of 0.5 marked calm links congested; the calibrated probability weighs the
+same evidence (the filter's verdict is one of the network's inputs) against everything else the
+network sees. Each term is non-decreasing in its input, the probability in the utilisation
+estimate, and the filter's floor only switches on as loss and delay grow, so the cost is
+monotone non-decreasing in utilisation, loss and delay above the link's minimum.
 """
 
 from __future__ import annotations
@@ -19,20 +26,29 @@ CONGESTED_FLOOR = 0.5
 
 
 def compute_cost(
-    utilisation: np.ndarray, loss: np.ndarray, excess_delay_ms: np.ndarray, congested: np.ndarray
+    utilisation: np.ndarray,
+    loss: np.ndarray,
+    excess_delay_ms: np.ndarray,
+    congested: np.ndarray,
+    congestion_probability: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Vectorised cost of every link (NaN inputs count as 0: no evidence of trouble).
+    """Vectorised cost of every link (NaN inputs count as 0: no evidence of trouble; a NaN
+    probability means no model for that link, so the filter's floor applies).
 
     >>> compute_cost(np.array([np.nan, 1.0]), np.array([0.0, 0.0]), np.array([0.0, 0.0]),
     ...              np.array([False, False])).tolist()
     [0.0, 1.0]
+    >>> compute_cost(np.array([0.1, 0.1]), np.array([0.0, 0.0]), np.array([0.0, 0.0]),
+    ...              np.array([True, True]), np.array([0.02, np.nan])).tolist()
+    [0.02, 0.5]
     """
     u = np.clip(np.nan_to_num(utilisation), 0.0, 1.0) ** UTILISATION_EXPONENT
     loss_term = 1.0 - np.exp(-np.clip(np.nan_to_num(loss), 0.0, None) / LOSS_SCALE)
     excess = np.clip(np.nan_to_num(excess_delay_ms), 0.0, None)
     delay_term = 1.0 - np.exp(-excess / EXCESS_DELAY_SCALE_MS)
     combined = 1.0 - (1.0 - u) * (1.0 - loss_term) * (1.0 - delay_term)
-    cost: np.ndarray = np.clip(
-        np.maximum(combined, np.where(congested, CONGESTED_FLOOR, 0.0)), 0.0, 1.0
-    )
+    floor = np.where(congested, CONGESTED_FLOOR, 0.0)
+    if congestion_probability is not None:
+        floor = np.where(np.isnan(congestion_probability), floor, congestion_probability)
+    cost: np.ndarray = np.clip(np.maximum(combined, floor), 0.0, 1.0)
     return cost

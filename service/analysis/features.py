@@ -1,8 +1,16 @@
-"""netTel's 45 link features, computed for all links at once.
+"""The 50 link features: netTel's 45 smoothed-history features and 5 of the newest minute.
 
 The single definition shared by the service and the training pipeline, so a model sees in serving
 exactly what it saw in training. Input windows are (links x 32) arrays ordered oldest -> newest
 with NaN for missing minutes; all-time statistics come from `AllTimeStats`.
+
+netTel's inputs are 15-minute moving averages, so a link that saturates shows late and blurred.
+The newest-minute features carry what the empirical filter sees a minute after a queue builds:
+the newest histogram's mean delay above the link's all-time minimum, its spread (std) and tail
+(mean above median: queueing skews a minute's delays to the right), the newest loss, and the
+filter's own verdict on that minute. All are differences of delays, free of clock offsets, and
+all come from statistics every perfSONAR archive keeps (the ps_owd documents have no minimum or
+percentiles).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import numpy as np
 SMOOTHING_POINTS = 15
 HISTORY_POINTS = 15
 ALL_TIME_NAMES = ("delay_mean", "delay_std", "delay_min", "loss_mean", "loss_std")
-FEATURE_NAMES: tuple[str, ...] = (
+HISTORY_FEATURE_NAMES: tuple[str, ...] = (
     "delay_mean_smoothed",
     "delay_median_smoothed",
     "delay_std_smoothed",
@@ -30,6 +38,14 @@ FEATURE_NAMES: tuple[str, ...] = (
     "loss_history_mean",
     "loss_history_std",
 )
+NEWEST_FEATURE_NAMES: tuple[str, ...] = (
+    "newest_delay_above_min",
+    "newest_delay_std",
+    "newest_mean_above_median",
+    "newest_loss",
+    "newest_filter_congested",
+)
+FEATURE_NAMES: tuple[str, ...] = (*HISTORY_FEATURE_NAMES, *NEWEST_FEATURE_NAMES)
 
 
 @dataclass(frozen=True)
@@ -40,6 +56,18 @@ class LinkWindows:
     delay_median: np.ndarray
     delay_std: np.ndarray
     loss: np.ndarray
+
+
+@dataclass(frozen=True)
+class NewestMinute:
+    """Each link's newest minute with a histogram (delay statistics, ms) and newest loss ratio,
+    with the empirical filter's verdict on them (NaN where a link has none)."""
+
+    delay_mean: np.ndarray
+    delay_std: np.ndarray
+    delay_median: np.ndarray
+    loss: np.ndarray
+    filter_congested: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -86,8 +114,36 @@ def _window_band(width: int, points: int) -> np.ndarray:
     return band
 
 
-def compute_features(windows: LinkWindows, all_time: AllTimeStats) -> np.ndarray:
-    """The (links x 45) feature matrix in FEATURE_NAMES order; NaN where data is insufficient."""
+def compute_features(
+    windows: LinkWindows, all_time: AllTimeStats, newest: NewestMinute
+) -> np.ndarray:
+    """The (links x 50) feature matrix in FEATURE_NAMES order; NaN where data is insufficient."""
+    return np.hstack(
+        [compute_history_features(windows, all_time), compute_newest_features(newest, all_time)]
+    )
+
+
+def compute_newest_features(newest: NewestMinute, all_time: AllTimeStats) -> np.ndarray:
+    """The (links x 5) newest-minute columns in NEWEST_FEATURE_NAMES order.
+
+    >>> newest = NewestMinute(*(np.array([v]) for v in (12.5, 0.75, 11.25, 0.01, 1.0)))
+    >>> stats = AllTimeStats(*(np.array([v]) for v in (11.0, 0.5, 10.5, 0.0, 0.0)))
+    >>> compute_newest_features(newest, stats).tolist()
+    [[2.0, 0.75, 1.25, 0.01, 1.0]]
+    """
+    return np.column_stack(
+        [
+            newest.delay_mean - all_time.delay_min,
+            newest.delay_std,
+            newest.delay_mean - newest.delay_median,
+            newest.loss,
+            newest.filter_congested.astype(np.float64),
+        ]
+    )
+
+
+def compute_history_features(windows: LinkWindows, all_time: AllTimeStats) -> np.ndarray:
+    """netTel's (links x 45) columns in HISTORY_FEATURE_NAMES order."""
     delay = moving_average(windows.delay_mean)[:, -HISTORY_POINTS:]
     loss = moving_average(windows.loss)[:, -HISTORY_POINTS:]
     current = np.column_stack(

@@ -9,11 +9,12 @@ import numpy as np
 from service.analysis.all_time import compute_all_time_stats
 from service.analysis.calibration import calibrated_estimates
 from service.analysis.cost import compute_cost
-from service.analysis.empirical_filter import apply_empirical_filter
+from service.analysis.empirical_filter import FilterResult, apply_empirical_filter
 from service.analysis.features import (
     FEATURE_NAMES,
     AllTimeStats,
     LinkWindows,
+    NewestMinute,
     complete_rows,
     compute_features,
 )
@@ -79,7 +80,8 @@ def analyse_links(
 ) -> LinkAnalysis:
     """Every link analysed block by block, then one predictor call and the cost for all links.
 
-    `empirical_filter` picks what the delay-and-loss filter reads (`filter_inputs`).
+    `empirical_filter` picks what the delay-and-loss filter's `congested` verdict reads: the
+    newest minute (whose verdict is also a feature) or netTel's smoothed delay and loss.
     """
     starts = range(0, len(view), BLOCK_LINKS) or range(1)  # an empty view is one empty block
     blocks = [
@@ -96,7 +98,9 @@ def analyse_links(
         congestion_probability=probability,
         utilisation_low=low,
         utilisation_high=high,
-        cost=compute_cost(utilisation, observed.loss, excess_delay, observed.congested),
+        cost=compute_cost(
+            utilisation, observed.loss, excess_delay, observed.congested, probability
+        ),
     )
 
 
@@ -104,11 +108,16 @@ def _observe(view: StateView, empirical_filter: EmpiricalFilterInput) -> Observe
     windows = build_windows(view)
     # Every occupied slot holds a distinct minute not yet archived, whatever its order.
     all_time = compute_all_time_stats(view.archive, view.series["delay_mean"], view.series["loss"])
-    features = compute_features(windows, all_time)
     latest = _latest_delay(view)
     loss = _last_present(windows.loss)
-    delay_in, loss_in = filter_inputs(empirical_filter, latest["mean"], loss, features)
-    verdict = apply_empirical_filter(delay_in, loss_in, all_time.delay_min, all_time.delay_std)
+    newest_verdict = apply_empirical_filter(
+        latest["mean"], loss, all_time.delay_min, all_time.delay_std
+    )
+    newest = NewestMinute(
+        latest["mean"], latest["std"], latest["median"], loss, newest_verdict.congested
+    )
+    features = compute_features(windows, all_time, newest)
+    verdict = _configured_verdict(empirical_filter, newest_verdict, features, all_time)
     last_ts = view.latest_minute.astype(np.float64) * 60.0
     present = ~(np.isnan(windows.delay_mean) & np.isnan(windows.loss))
     return ObservedLinks(
@@ -131,6 +140,20 @@ def _observe(view: StateView, empirical_filter: EmpiricalFilterInput) -> Observe
     )
 
 
+def _configured_verdict(
+    empirical_filter: EmpiricalFilterInput,
+    newest_verdict: FilterResult,
+    features: np.ndarray,
+    all_time: AllTimeStats,
+) -> FilterResult:
+    """The filter as configured: the newest minute's verdict (the default, also a feature) or
+    netTel's on the 15-minute smoothed delay and loss."""
+    if empirical_filter != "netTel":
+        return newest_verdict
+    delay, loss = features[:, _SMOOTHED_DELAY], features[:, _SMOOTHED_LOSS]
+    return apply_empirical_filter(delay, loss, all_time.delay_min, all_time.delay_std)
+
+
 def _concatenate(blocks: list[ObservedLinks]) -> ObservedLinks:
     if len(blocks) == 1:
         return blocks[0]
@@ -146,19 +169,6 @@ def _concatenate(blocks: list[ObservedLinks]) -> ObservedLinks:
         }
     )
     return ObservedLinks(**joined, all_time=all_time)
-
-
-def filter_inputs(
-    empirical_filter: EmpiricalFilterInput,
-    newest_delay: np.ndarray,
-    newest_loss: np.ndarray,
-    features: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Delay (ms) and loss the filter judges: the newest minute's (nettel's default, so a queue
-    shows a minute after it builds) or, as netTel did, the 15-minute smoothed delay and loss."""
-    if empirical_filter == "netTel":
-        return features[:, _SMOOTHED_DELAY], features[:, _SMOOTHED_LOSS]
-    return newest_delay, newest_loss
 
 
 def predict_utilisation(

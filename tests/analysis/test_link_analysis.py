@@ -59,7 +59,7 @@ def test_one_batched_predictor_call_for_complete_rows_only() -> None:
     predictor = FakePredictor()
     result = analyse_links(state.view(NOW), predictor)
     assert len(predictor.calls) == 1
-    assert predictor.calls[0].shape == (2, 45)
+    assert predictor.calls[0].shape == (2, len(FEATURE_NAMES))
     assert result.has_features.tolist() == [True, False, True]
     # Smoothed delay of FULL: mean of the last 15 minutes 27..41 = 34.
     assert result.utilisation[0] == pytest.approx(0.34, rel=1e-12)
@@ -191,3 +191,23 @@ def test_nettel_filter_judges_the_smoothed_minute_where_the_default_judges_the_n
     # Only the filter's input changes: the reported newest delay and loss are the same.
     assert smoothed.delay_mean.tolist() == newest.delay_mean.tolist()
     assert smoothed.loss.tolist() == newest.loss.tolist()
+    # The model's input is the newest minute's verdict whichever filter is configured: one
+    # feature definition for serving and training.
+    np.testing.assert_array_equal(smoothed.features, newest.features)
+
+
+def test_newest_minute_features_see_a_spike_the_smoothed_history_blurs() -> None:
+    state = two_link_state()
+    spike = link("192.0.2.4", "198.51.100.1", "spike.a", "full.b")
+    feed(state, spike, range(N - 31, N + 1), lambda m: 30.0 if m == N else 10.0)
+    features = analyse_links(state.view(NOW), None).features
+    column = {name: features[:, i] for i, name in enumerate(FEATURE_NAMES)}
+    # FULL (10..41 ms ramp, loss 0.01) and the spike link (10 ms, then 30 ms) are congested.
+    assert column["newest_filter_congested"][[0, 2]].tolist() == [1.0, 1.0]
+    assert column["newest_delay_above_min"][[0, 2]].tolist() == [31.0, 20.0]
+    assert column["newest_loss"][2] == pytest.approx(0.01, rel=1e-6)
+    # Single-valued minutes: no spread, no tail.
+    assert column["newest_delay_std"][[0, 2]].tolist() == [0.0, 0.0]
+    assert column["newest_mean_above_median"][[0, 2]].tolist() == [0.0, 0.0]
+    # The smoothed delay moved by only (30 - 10) / 15 ms above the flat minutes.
+    assert column["delay_mean_smoothed"][2] == pytest.approx(10.0 + 20.0 / 15, rel=1e-12)

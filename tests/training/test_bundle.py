@@ -34,7 +34,9 @@ CARD = {"name": "test-model", "version": "0.0.1"}
 @pytest.fixture(scope="module")
 def rows() -> np.ndarray:
     rng = np.random.default_rng(0)
-    return (rng.random((500, len(FEATURE_NAMES))) * np.arange(1, 46)).astype(np.float32)
+    return (rng.random((500, len(FEATURE_NAMES))) * np.arange(1, len(FEATURE_NAMES) + 1)).astype(
+        np.float32
+    )
 
 
 @pytest.fixture(scope="module", params=["sigmoid", "linear"])
@@ -171,7 +173,9 @@ def test_the_shipped_bundle_loads_is_small_and_says_it_is_simulated(bundle_dir: 
 def test_predictions_do_not_depend_on_how_rows_are_batched() -> None:
     bundle = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
     rng = np.random.default_rng(1)
-    rows = rng.random((2 * PREDICT_BATCH_ROWS + 7, len(FEATURE_NAMES))) * np.arange(1, 46)
+    rows = rng.random((2 * PREDICT_BATCH_ROWS + 7, len(FEATURE_NAMES))) * np.arange(
+        1, len(FEATURE_NAMES) + 1
+    )
     at_once = np.clip(bundle.network.predict(bundle.scaler.transform(rows)), 0.0, 1.0)
     # float32 sums: BLAS picks its kernel (and so the summation order) by matrix shape, which
     # moves results by a few float32 ulps on some CPUs (AVX-512); a misplaced row moves far more.

@@ -1,4 +1,5 @@
-"""`nettel evaluate`: metrics of the model and four baselines on held-out links, report, plots."""
+"""`nettel evaluate`: metrics of the model and five baselines on held-out links, cost outcomes,
+an earlier bundle beside, report, plots."""
 
 from __future__ import annotations
 
@@ -13,17 +14,22 @@ pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-from models.bundle import CARD_FILE, load_bundle  # noqa: E402
-from models.network import NetworkConfig  # noqa: E402
+from models.bundle import CARD_FILE, load_bundle, save_bundle  # noqa: E402
+from models.network import NetworkConfig, build_network  # noqa: E402
+from models.scaler import MinMaxScaler  # noqa: E402
+from service.analysis.calibration import calibrated_estimates  # noqa: E402
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
 from service.errors import ModelBundleError  # noqa: E402
-from training.dataset import DataSource  # noqa: E402
+from training.dataset import Dataset, DataSource  # noqa: E402
 from training.evaluate import (  # noqa: E402
     METHODS,
     Scores,
     compute_metrics,
+    cost_outcomes,
     evaluate_bundle,
     format_table,
+    load_earlier_bundle,
+    served_cost,
 )
 from training.train import TrainOptions, TrainResult, train_bundle  # noqa: E402
 
@@ -124,3 +130,76 @@ def test_a_card_whose_held_out_links_differ_is_refused(
     load_bundle(bundle_dir, FEATURE_NAMES)  # still a valid bundle
     with pytest.raises(ModelBundleError, match="held-out links differ"):
         evaluate_bundle(bundle_dir, tmp_path / "out")
+
+
+def test_served_cost_reads_the_newest_minute_from_the_features(trained: TrainResult) -> None:
+    """The cost evaluated is the one `analyse_links` serves: newest loss, delay above the
+    all-time minimum and filter verdict come from their feature columns."""
+    bundle = load_bundle(trained.directory, FEATURE_NAMES)
+    features = np.zeros((3, len(FEATURE_NAMES)), np.float32)
+    column = {name: i for i, name in enumerate(FEATURE_NAMES)}
+    features[0, column["newest_loss"]] = 0.01  # L = 1 - e^-1
+    features[1, column["newest_delay_above_min"]] = 20.0  # D = 1 - e^-1
+    features[2, column["newest_filter_congested"]] = 1.0
+    rows = Dataset(
+        features=features,
+        utilisation=np.zeros(3, np.float32),
+        label=np.zeros(3, np.float32),
+        link=np.zeros(3, np.int32),
+        minute=np.zeros(3, np.int64),
+        empirical=np.zeros(3, np.float32),
+        persistence=np.zeros(3, np.float32),
+        target="nettel",
+        link_names=("a->b",),
+        prone=np.zeros(1, bool),
+    )
+    zero = np.zeros(3)
+    filter_floor = served_cost(zero, None, rows)
+    np.testing.assert_allclose(filter_floor, [1 - np.exp(-1), 1 - np.exp(-1), 0.5], rtol=1e-6)
+    probability = calibrated_estimates(zero, bundle.calibration)[0]
+    served = served_cost(zero, bundle.calibration, rows)
+    np.testing.assert_allclose(served[2], probability[2])  # the probability replaces the 0.5
+
+
+def test_cost_outcomes_count_false_alarms_and_misses() -> None:
+    cost = np.array([0.5, 0.49, 0.1, 0.5, 0.49, 0.9])
+    utilisation = np.array([0.1, 0.2, 0.3, 0.95, 0.91, 0.7])
+    outcomes = cost_outcomes(cost, utilisation)
+    assert outcomes == {
+        "false_alarm_rate": pytest.approx(1 / 3),
+        "miss_rate": 0.5,
+        "calm_rows": 3,
+        "busy_rows": 2,
+    }
+    assert cost_outcomes(cost[2:3], utilisation[2:3])["miss_rate"] is None
+
+
+def test_each_family_reports_its_cost_outcomes(report: tuple[dict, Path]) -> None:
+    for family in report[0]["families"].values():
+        assert set(family["cost"]) == {"model", "filter_floor"}
+        for outcome in family["cost"].values():
+            assert outcome["calm_rows"] > 0
+
+
+def test_an_earlier_bundle_of_a_feature_subset_is_scored_on_its_columns(
+    trained: TrainResult, tmp_path: Path
+) -> None:
+    """A bundle of the first 45 features (netTel's, as shipped before the newest-minute ones)
+    scores the same rows through its own columns; a feature unknown today is refused."""
+    bundle = load_bundle(trained.directory, FEATURE_NAMES)
+    names = FEATURE_NAMES[:45]
+    scaler = MinMaxScaler(names, bundle.scaler.minimum[:45], bundle.scaler.maximum[:45])
+    model = build_network(45, NetworkConfig(widths=(4, 2)), seed=1)
+    earlier_dir = save_bundle(tmp_path / "earlier", model, scaler, {"name": "old", "version": "1"})
+    earlier = load_earlier_bundle(earlier_dir)
+    rows = np.random.default_rng(2).random((5, len(FEATURE_NAMES))).astype(np.float32)
+    direct = load_bundle(earlier_dir, names).predict(rows[:, :45])
+    np.testing.assert_array_equal(earlier.predict(rows), direct)
+    report = evaluate_bundle(trained.directory, tmp_path / "out", earlier=earlier)
+    assert "earlier_bundle" in report["metrics"]
+    assert all("earlier_bundle" in f["cost"] for f in report["families"].values())
+    card = json.loads((earlier_dir / CARD_FILE).read_text())
+    card["feature_names"][0] = "delay_p99"
+    (earlier_dir / CARD_FILE).write_text(json.dumps(card))
+    with pytest.raises(ModelBundleError, match="unknown today"):
+        load_earlier_bundle(earlier_dir)

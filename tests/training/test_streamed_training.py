@@ -117,7 +117,10 @@ def test_train_dataset_trains_from_the_rows_without_building(
         (["--points-per-group", "10", "--spark-conf", "a=b"], "--spark-conf, --points-per-group"),
         (["--target", "ratio"], "labelled for --target nettel, not ratio"),
         (["--calibration-fraction", "0.9"], "calibration fraction must be in (0, 0.8)"),
-        (["--family", "B", "--cross-family"], "cannot honour --family, --cross-family"),
+        (
+            ["--family", "B", "--leave-one-family-out"],
+            "cannot honour --family, --leave-one-family-out",
+        ),
     ],
 )
 def test_train_dataset_refuses_what_it_cannot_honour(
