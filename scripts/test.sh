@@ -16,7 +16,8 @@ source scripts/setup.sh
 # the web view's e2e test; TLS client certificates; the RabbitMQ tests (rabbitmq_stomp is in it);
 # Java 17 for PySpark 4.0's local-mode tests (activemq pulls a JRE too: named so the need is explicit)
 install_system_packages chromium openssl rabbitmq-server haproxy openjdk-17-jre-headless
-install_venv ".[test,training,spark]"  # training: Keras parity and pipeline tests; spark: Spark job
+# training: Keras parity and pipeline tests; spark: Spark job; ns3: simulator family C's physics
+install_venv ".[test,training,spark,ns3]"
 install_promtool
 
 # ---- test ----------------------------------------------------------------------------------
