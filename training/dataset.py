@@ -70,7 +70,7 @@ WARMUP_MINUTES = WINDOW_MINUTES
 #: 2024-01-01T00:00Z; simulated datasets start here unless told otherwise.
 DEFAULT_START_MINUTE = 28_401_120
 #: The router map in a family C capture directory (training.simulator_ns3 writes it).
-PACKET_ROUTER_MAP = "router-map.json"
+PACKET_ROUTER_MAP = "routers/router-map.json"
 #: Real data: a link congested in at least this share of its rows counts as congestion prone.
 BUSY_SHARE = 0.1
 #: Share of a simulated mesh's links whose histograms have perfSONAR 5's 0.1 ms buckets (ten of
