@@ -47,7 +47,7 @@ async def latest_matrix(runtime: RuntimeDep) -> CostMatrix:
     """The cost matrix being served; 503 until the first one is computed."""
     matrix = runtime.cycle.latest
     if matrix is None:
-        raise HTTPException(503, "no cost matrix computed yet")
+        raise HTTPException(503, "no cost matrix computed yet", headers={"Retry-After": "10"})
     return matrix
 
 
