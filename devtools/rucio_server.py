@@ -15,7 +15,7 @@ Use from Python (`start_rucio_server` bootstraps the database and waits for `GET
 
     server = start_rucio_server(Path("run/rucio"))
     server.environment()   # RUCIO_CONFIG for Rucio clients: root account, userpass
-    server.run_python("from rucio.core.rse import add_rse ...")   # Rucio's own core API
+    server.run_script("setup", json.dumps(spec))    # devtools/rucio_side.py: Rucio's core API
     server.stop()
 
 or `python -m devtools.rucio_server install` / `start --dir run/rucio --port 8090`.
@@ -24,6 +24,8 @@ or `python -m devtools.rucio_server install` / `start --dir run/rucio --port 809
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
 import os
 import shlex
 import signal
@@ -32,12 +34,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from devtools.activemq import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+RUCIO_SIDE = Path(__file__).with_name("rucio_side.py")
 RUCIO_VERSION = "41.5.1"
 #: The server's venv; NETTEL_RUCIO_SERVER_VENV moves it.
 SERVER_VENV = Path(os.environ.get("NETTEL_RUCIO_SERVER_VENV", REPO_ROOT / ".venv-rucio"))
@@ -71,16 +75,19 @@ def server_python(venv: Path = SERVER_VENV) -> Path:
 
 
 def install_server_venv(venv: Path = SERVER_VENV) -> Path:
-    """Create `venv` with `rucio==RUCIO_VERSION` unless its stamp says it is there; its python."""
+    """Create `venv` with `rucio==RUCIO_VERSION` unless its stamp says it is there; its python.
+    Test workers may call this at once: a lock file beside the venv lets one install."""
     stamp = venv / ".nettel-rucio-version"
     python = server_python(venv)
-    if python.exists() and stamp.exists() and stamp.read_text().strip() == RUCIO_VERSION:
-        return python
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, f"rucio=={RUCIO_VERSION}"], check=True)
-    stamp.write_text(RUCIO_VERSION + "\n")
+    with venv.with_name(venv.name + ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if python.exists() and stamp.exists() and stamp.read_text().strip() == RUCIO_VERSION:
+            return python
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+        subprocess.run([*pip, f"rucio=={RUCIO_VERSION}"], check=True)
+        stamp.write_text(RUCIO_VERSION + "\n")
     return python
 
 
@@ -223,6 +230,10 @@ class RucioServer:
                 start_new_session=True,
             )
         self._wait_ready(command, timeout)
+
+    def run_script(self, *args: str) -> Any:
+        """`devtools/rucio_side.py ARGS` in the server's venv (Rucio's core API); its JSON."""
+        return json.loads(self.run_python(RUCIO_SIDE.read_text(), *args))
 
     def run_python_plain(self, code: str) -> str:
         """`code`'s stdout in the server's venv, without the server's configuration."""

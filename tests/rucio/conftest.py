@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +21,6 @@ from service.publish.app import create_app
 from service.runtime import Runtime, build_runtime
 from tests.publish.served_app import serve_app
 from tests.publish.support import host_link, make_matrix
-
-RUCIO_SIDE = (Path(__file__).parent / "rucio_side.py").read_text()
-
 
 @pytest.fixture(scope="session")
 def rucio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RucioServer]:
@@ -37,13 +33,13 @@ def rucio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RucioServ
 
 
 def rucio_setup(server: RucioServer, spec: Mapping[str, object]) -> None:
-    """RSEs, distance rows and an optional queued transfer (see rucio_side.py)."""
-    server.run_python(RUCIO_SIDE, "setup", json.dumps(spec))
+    """RSEs, distance rows and an optional queued transfer (devtools/rucio_side.py)."""
+    server.run_script("setup", json.dumps(spec))
 
 
 def transfer_ranking(server: RucioServer) -> dict[str, list[list[object]]]:
     """Destination RSE -> its queued transfer's [source RSE, distance], as the conveyor ranks."""
-    ranking: dict[str, list[list[object]]] = json.loads(server.run_python(RUCIO_SIDE, "ranking"))
+    ranking: dict[str, list[list[object]]] = server.run_script("ranking")
     return ranking
 
 

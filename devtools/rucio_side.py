@@ -6,7 +6,10 @@ for a copy at another, which queues a transfer. `python rucio_side.py ranking`: 
 transfer's sources (by destination RSE) in the order Rucio's conveyor would try them (`build_transfer_paths` over a
 fresh `Topology`, the conveyor's default source ranking strategies). Both print JSON.
 
-This file is not imported by nettel's tests: it runs under the server's interpreter.
+Nothing in nettel imports this file: `devtools.rucio_server.RucioServer.run_script` runs it
+under the server's interpreter. `setup` without a transfer also takes a bulk spec
+(`"rses": {...}, "distances": [[source, destination, distance], ...]`) for the benchmark;
+`distances` prints every distance row as [source, destination, distance].
 """
 
 import json
@@ -56,6 +59,28 @@ def _setup(spec, *, session):
     return ids
 
 
+def distances():
+    from rucio.core.distance import get_distances
+    from rucio.core.rse import get_rse_name
+    from rucio.db.sqla.session import read_session
+
+    @read_session
+    def rows(*, session):
+        names = {}
+
+        def name(rse_id):
+            if rse_id not in names:
+                names[rse_id] = get_rse_name(rse_id, session=session)
+            return names[rse_id]
+
+        return [
+            [name(row["src_rse_id"]), name(row["dest_rse_id"]), row["distance"]]
+            for row in get_distances(session=session)
+        ]
+
+    print(json.dumps(rows()))
+
+
 def ranking():
     from rucio.core.request import list_and_mark_transfer_requests_and_source_replicas
     from rucio.core.topology import Topology
@@ -88,5 +113,7 @@ def ranking():
 if __name__ == "__main__":
     if sys.argv[1] == "setup":
         setup(json.loads(sys.argv[2]))
+    elif sys.argv[1] == "distances":
+        distances()
     else:
         ranking()
