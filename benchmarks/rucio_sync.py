@@ -75,9 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     output.mkdir(parents=True)
     install_server_venv()
     topology = output / "topology.yaml"
-    topology.write_text(
-        "".join(f"{site_name(i)}: [{host_ip(i)}]\n" for i in range(args.sites))
-    )
+    topology.write_text("".join(f"{site_name(i)}: [{host_ip(i)}]\n" for i in range(args.sites)))
     server = start_rucio_server(output / "rucio")
     try:
         report = _run(server, args, topology)
@@ -91,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(server: RucioServer, args: argparse.Namespace, topology: Path) -> dict[str, Any]:
     spec, baselines = rucio_spec(args.sites, SEED)
     started = time.monotonic()
-    server.run_script("setup", json.dumps(spec))
+    server.run_script("setup", spec)
     setup_seconds = time.monotonic() - started
     os.environ["RUCIO_CONFIG"] = str(server.config)
     from service.rucio_client import RucioDistances
@@ -131,10 +129,17 @@ def check_rucio(
     their baseline."""
     rows = {(s, d): distance for s, d, distance in server.run_script("distances")}
     managed = state.load(url).pairs
-    expected = {pair: managed[pair].distance if pair in managed else b for pair, b in baselines.items()}
+    expected = {
+        pair: managed[pair].distance if pair in managed else b for pair, b in baselines.items()
+    }
     mismatches = sum(rows.get(pair) != distance for pair, distance in expected.items())
     above = sum(record.distance > record.baseline for record in managed.values())
-    return {"rows": len(rows), "managed": len(managed), "penalised": above, "mismatches": mismatches}
+    return {
+        "rows": len(rows),
+        "managed": len(managed),
+        "penalised": above,
+        "mismatches": mismatches,
+    }
 
 
 def render(report: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ Use from Python (`start_rucio_server` bootstraps the database and waits for `GET
 
     server = start_rucio_server(Path("run/rucio"))
     server.environment()   # RUCIO_CONFIG for Rucio clients: root account, userpass
-    server.run_script("setup", json.dumps(spec))    # devtools/rucio_side.py: Rucio's core API
+    server.run_script("setup", spec)    # devtools/rucio_side.py: Rucio's core API
     server.stop()
 
 or `python -m devtools.rucio_server install` / `start --dir run/rucio --port 8090`.
@@ -192,10 +192,13 @@ class RucioServer:
         """The environment of a Rucio client (or core script) talking to this server."""
         return os.environ | {"RUCIO_CONFIG": str(self.config), "RUCIO_HOME": str(self.base_dir)}
 
-    def run_python(self, code: str, *args: str, timeout: float = 600.0) -> str:
+    def run_python(
+        self, code: str, *args: str, stdin: str | None = None, timeout: float = 600.0
+    ) -> str:
         """Run `code` in the server's venv against its database (Rucio's core API); stdout."""
         done = subprocess.run(
             [str(self.python), "-c", code, *args],
+            input=stdin,
             env=self.environment(),
             capture_output=True,
             text=True,
@@ -231,9 +234,11 @@ class RucioServer:
             )
         self._wait_ready(command, timeout)
 
-    def run_script(self, *args: str) -> Any:
-        """`devtools/rucio_side.py ARGS` in the server's venv (Rucio's core API); its JSON."""
-        return json.loads(self.run_python(RUCIO_SIDE.read_text(), *args))
+    def run_script(self, command: str, spec: object = None) -> Any:
+        """`devtools/rucio_side.py COMMAND` in the server's venv (Rucio's core API), `spec` as
+        JSON on its stdin; its JSON output."""
+        code = RUCIO_SIDE.read_text()
+        return json.loads(self.run_python(code, command, stdin=json.dumps(spec)))
 
     def run_python_plain(self, code: str) -> str:
         """`code`'s stdout in the server's venv, without the server's configuration."""

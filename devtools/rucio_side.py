@@ -1,10 +1,11 @@
 """Scripts run in the Rucio server's venv against its database, with Rucio's own core API.
 
-`python rucio_side.py setup SPEC_JSON`: RSEs (each with its site attribute, `nettel_test` = the
-spec's group, and a root protocol for third-party copy), distance rows, one file with replicas at some RSEs and a rule that asks
-for a copy at another, which queues a transfer. `python rucio_side.py ranking`: each queued
-transfer's sources (by destination RSE) in the order Rucio's conveyor would try them (`build_transfer_paths` over a
-fresh `Topology`, the conveyor's default source ranking strategies). Both print JSON.
+`python rucio_side.py setup < SPEC_JSON`: RSEs (each with its site attribute, `nettel_test` =
+the spec's group, and a root protocol for third-party copy), distance rows, and optionally one
+file with replicas at some RSEs and a rule that asks for a copy at another, which queues a
+transfer. `python rucio_side.py ranking`: each queued transfer's sources (by destination RSE) in
+the order Rucio's conveyor would try them (`build_transfer_paths` over a fresh `Topology`, the
+conveyor's default source ranking strategies). Both print JSON.
 
 Nothing in nettel imports this file: `devtools.rucio_server.RucioServer.run_script` runs it
 under the server's interpreter. `setup` without a transfer also takes a bulk spec
@@ -38,13 +39,25 @@ def _setup(spec, *, session):
         add_rse_attribute(rse_id, "site", site, session=session)
         add_rse_attribute(rse_id, "fts", "https://fts.example.org:8446", session=session)
         add_rse_attribute(rse_id, "nettel_test", spec["group"], session=session)
-        wan = {"read": 1, "write": 1, "delete": 1, "third_party_copy_read": 1,
-               "third_party_copy_write": 1}
-        add_protocol(rse_id, {
-            "scheme": "root", "hostname": f"{rse.lower()}.example.org", "port": 1094,
-            "prefix": "/data/", "impl": "rucio.rse.protocols.xrootd.Default",
-            "domains": {"lan": {"read": 1, "write": 1, "delete": 1}, "wan": wan},
-        }, session=session)
+        wan = {
+            "read": 1,
+            "write": 1,
+            "delete": 1,
+            "third_party_copy_read": 1,
+            "third_party_copy_write": 1,
+        }
+        add_protocol(
+            rse_id,
+            {
+                "scheme": "root",
+                "hostname": f"{rse.lower()}.example.org",
+                "port": 1094,
+                "prefix": "/rucio/",
+                "impl": "rucio.rse.protocols.xrootd.Default",
+                "domains": {"lan": {"read": 1, "write": 1, "delete": 1}, "wan": wan},
+            },
+            session=session,
+        )
     for source, destination, distance in spec["distances"]:
         add_distance(ids[source], ids[destination], distance=distance, session=session)
     transfer = spec.get("transfer")
@@ -52,10 +65,20 @@ def _setup(spec, *, session):
         scope = InternalScope(spec["group"])
         add_scope(scope, root, session=session)
         for rse in transfer["replicas"]:
-            add_replica(ids[rse], scope, "file-1", 1024, root, adler32="0cc737eb",
-                        session=session)
-        add_rule([{"scope": scope, "name": "file-1"}], root, 1, transfer["rule"], "NONE",
-                 None, None, False, None, ignore_account_limit=True, session=session)
+            add_replica(ids[rse], scope, "file-1", 1024, root, adler32="0cc737eb", session=session)
+        add_rule(
+            [{"scope": scope, "name": "file-1"}],
+            root,
+            1,
+            transfer["rule"],
+            "NONE",
+            None,
+            None,
+            False,
+            None,
+            ignore_account_limit=True,
+            session=session,
+        )
     return ids
 
 
@@ -93,12 +116,16 @@ def ranking():
         topology = Topology()
         topology.configure_multihop(session=session)
         requests = list_and_mark_transfer_requests_and_source_replicas(
-            rse_collection=topology, request_type=[RequestType.TRANSFER],
-            request_state=RequestState.QUEUED, session=session,
+            rse_collection=topology,
+            request_type=[RequestType.TRANSFER],
+            request_state=RequestState.QUEUED,
+            session=session,
         )
         paths = build_transfer_paths(
-            topology=topology, protocol_factory=ProtocolFactory(),
-            requests_with_sources=list(requests.values()), session=session,
+            topology=topology,
+            protocol_factory=ProtocolFactory(),
+            requests_with_sources=list(requests.values()),
+            session=session,
         )[0]
         return {
             str(requests[request_id].dest_rse.name): [
@@ -112,7 +139,7 @@ def ranking():
 
 if __name__ == "__main__":
     if sys.argv[1] == "setup":
-        setup(json.loads(sys.argv[2]))
+        setup(json.load(sys.stdin))
     elif sys.argv[1] == "distances":
         distances()
     else:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from prometheus_client import CollectorRegistry, Counter as MetricCounter, Gauge
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import Counter as MetricCounter
 
 from service.errors import ConfigError
 from service.rucio_client import RucioDistances, RucioRequestError
@@ -379,12 +380,12 @@ class RucioSync:
 def retry_delay(interval: float, failures: int) -> float:
     """Seconds until the next sync: `interval`, or sooner after failures (10 s, doubling).
 
-    >>> [retry_delay(300, n) for n in range(7)]
-    [300, 10.0, 20.0, 40.0, 80.0, 160.0, 300]
+    >>> [retry_delay(300.0, n) for n in range(7)]
+    [300.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0]
     """
     if failures == 0:
         return interval
-    return min(interval, RETRY_FIRST_SECONDS * 2 ** (failures - 1))
+    return min(interval, RETRY_FIRST_SECONDS * 2.0 ** (failures - 1))
 
 
 def run_loop(sync: Callable[[], SyncReport], interval: float, stop: threading.Event) -> None:

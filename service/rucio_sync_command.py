@@ -60,7 +60,7 @@ def add_rucio_sync_command(
     add("--add-missing", action="store_true",
         help="add a distance row to pairs that have none (makes new sources eligible)")  # fmt: skip
     add("--added-baseline", type=int, default=SyncOptions.added_baseline,
-        help="baseline of an added row without one in --baselines (default %(default)s)")  # fmt: skip
+        help="baseline of an added row not in --baselines (default %(default)s)")  # fmt: skip
     add("--once", action="store_true", help="sync once and exit (status 1 on errors)")
     add("--interval", type=float, default=300.0, help="seconds between syncs (default 300)")
     add("--dry-run", action="store_true", help="print what would change, write nothing (once)")
@@ -110,7 +110,9 @@ def run_rucio_sync(args: argparse.Namespace) -> int:
     lock = StateDirLock(args.state_dir)
     try:
         registry = CollectorRegistry()
-        sync = RucioSync(options, RucioDistances(), StateFile(args.state_dir), SyncMetrics(registry))
+        sync = RucioSync(
+            options, RucioDistances(), StateFile(args.state_dir), SyncMetrics(registry)
+        )
         if metrics_address is not None:
             start_http_server(metrics_address[1], metrics_address[0], registry)
 

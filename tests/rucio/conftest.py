@@ -10,7 +10,6 @@ real HTTP server serving hand-set site costs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 
 import pytest
@@ -21,6 +20,7 @@ from service.publish.app import create_app
 from service.runtime import Runtime, build_runtime
 from tests.publish.served_app import serve_app
 from tests.publish.support import host_link, make_matrix
+
 
 @pytest.fixture(scope="session")
 def rucio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RucioServer]:
@@ -34,7 +34,7 @@ def rucio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RucioServ
 
 def rucio_setup(server: RucioServer, spec: Mapping[str, object]) -> None:
     """RSEs, distance rows and an optional queued transfer (devtools/rucio_side.py)."""
-    server.run_script("setup", json.dumps(spec))
+    server.run_script("setup", spec)
 
 
 def transfer_ranking(server: RucioServer) -> dict[str, list[list[object]]]:

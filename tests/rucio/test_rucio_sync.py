@@ -19,7 +19,9 @@ from tests.rucio.conftest import NettelCosts, rucio_setup, transfer_ranking
 pytestmark = pytest.mark.slow
 
 
-def rucio_sync(server: RucioServer, nettel: NettelCosts, state: Path, group: str, *flags: str) -> int:
+def rucio_sync(
+    server: RucioServer, nettel: NettelCosts, state: Path, group: str, *flags: str
+) -> int:
     """`nettel rucio-sync --once` in this process (the root logger's handlers put back after)."""
     args = ["rucio-sync", "--nettel-url", nettel.url, "--state-dir", str(state)]
     root = logging.getLogger()
@@ -57,7 +59,10 @@ def test_congested_source_is_ranked_last_and_returns_to_its_baseline(
     metrics = tmp_path / "metrics.prom"
     congested = {("CERN", "PIC"): 0.9, ("RAL", "PIC"): 0.05, ("PIC", "CERN"): 0.1}
     nettel_costs.set(congested)
-    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "rank", "--metrics-file", str(metrics)) == 0
+    assert (
+        rucio_sync(rucio_server, nettel_costs, tmp_path, "rank", "--metrics-file", str(metrics))
+        == 0
+    )
     # penalty(0.9) = ceil(10 * 0.7 / 0.8) = 9; the calm pairs keep their baselines
     assert distance(rucio_server, "R1_CERN", "R1_PIC") == 12
     assert distance(rucio_server, "R1_RAL", "R1_PIC") == 4
@@ -69,7 +74,10 @@ def test_congested_source_is_ranked_last_and_returns_to_its_baseline(
     assert 'nettel_rucio_sync_pairs{state="penalised"} 1.0' in exported
 
     # the same costs again (a new process): nothing to write, not even a read of a distance
-    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "rank", "--metrics-file", str(metrics)) == 0
+    assert (
+        rucio_sync(rucio_server, nettel_costs, tmp_path, "rank", "--metrics-file", str(metrics))
+        == 0
+    )
     exported = metrics.read_text()
     assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 0.0' in exported
     assert 'nettel_rucio_sync_rucio_requests_total{operation="get_distance"} 0.0' in exported
@@ -88,7 +96,9 @@ def test_pairs_without_a_row_are_left_alone_unless_add_missing(
     rucio_server, nettel_costs, tmp_path
 ):
     rses = {"R2_A": "SITE-A", "R2_B": "SITE-B"}
-    rucio_setup(rucio_server, {"group": "missing", "rses": rses, "distances": [["R2_A", "R2_B", 2]]})
+    rucio_setup(
+        rucio_server, {"group": "missing", "rses": rses, "distances": [["R2_A", "R2_B", 2]]}
+    )
     nettel_costs.set({("SITE-A", "SITE-B"): 1.0, ("SITE-B", "SITE-A"): 1.0})
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "missing") == 0
     assert distance(rucio_server, "R2_A", "R2_B") == 12
@@ -106,11 +116,17 @@ def test_without_nettel_data_every_pair_returns_to_its_baseline(
     rucio_setup(rucio_server, {"group": "nodata", "rses": rses, "distances": rows})
     nettel_costs.set({("SITE-A", "SITE-B"): 0.9, ("SITE-B", "SITE-A"): 0.5})
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "nodata") == 0
-    assert (distance(rucio_server, "R3_A", "R3_B"), distance(rucio_server, "R3_B", "R3_A")) == (16, 11)
+    assert (distance(rucio_server, "R3_A", "R3_B"), distance(rucio_server, "R3_B", "R3_A")) == (
+        16,
+        11,
+    )
 
     nettel_costs.runtime.cycle.latest = None  # nettel restarted: 503 until its first matrix
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "nodata") == 1  # counted as an error
-    assert (distance(rucio_server, "R3_A", "R3_B"), distance(rucio_server, "R3_B", "R3_A")) == (7, 7)
+    assert (distance(rucio_server, "R3_A", "R3_B"), distance(rucio_server, "R3_B", "R3_A")) == (
+        7,
+        7,
+    )
 
 
 def test_a_distance_set_by_hand_becomes_the_baseline(rucio_server, nettel_costs, tmp_path):
