@@ -192,6 +192,16 @@ class RucioServer:
         """The environment of a Rucio client (or core script) talking to this server."""
         return os.environ | {"RUCIO_CONFIG": str(self.config), "RUCIO_HOME": str(self.base_dir)}
 
+    def client_config(self, account: str, password: str = PASSWORD) -> Path:
+        """A rucio.cfg for a client of `account` (userpass identity of the same name)."""
+        path = self.base_dir / f"rucio-{account}.cfg"
+        path.write_text(
+            f"[client]\nrucio_host = {self.url}\nauth_host = {self.url}\nauth_type = userpass\n"
+            f"username = {account}\npassword = {password}\naccount = {account}\n"
+            "request_retries = 1\n"
+        )
+        return path
+
     def run_python(
         self, code: str, *args: str, stdin: str | None = None, timeout: float = 600.0
     ) -> str:

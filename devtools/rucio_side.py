@@ -1,10 +1,11 @@
 """Scripts run in the Rucio server's venv against its database, with Rucio's own core API.
 
 `python rucio_side.py setup < SPEC_JSON`: RSEs (each with its site attribute, `nettel_test` =
-the spec's group, and a root protocol for third-party copy), distance rows, and optionally one
-file with replicas at some RSEs and a rule that asks for a copy at another, which queues a
-transfer. `python rucio_side.py ranking`: each queued transfer's sources (by destination RSE) in
-the order Rucio's conveyor would try them (`build_transfer_paths` over a fresh `Topology`, the
+the spec's group, and a root protocol for third-party copy), distance rows, user accounts
+(`users`: names; a userpass identity of that name, password secret) and optionally one file
+with replicas at some RSEs and a rule that asks for a copy at another, which queues a transfer.
+`python rucio_side.py ranking`: each queued transfer's sources (by destination RSE) in the
+order Rucio's conveyor would try them (`build_transfer_paths` over a fresh `Topology`, the
 conveyor's default source ranking strategies). Both print JSON.
 
 Nothing in nettel imports this file: `devtools.rucio_server.RucioServer.run_script` runs it
@@ -60,6 +61,8 @@ def _setup(spec, *, session):
         )
     for source, destination, distance in spec["distances"]:
         add_distance(ids[source], ids[destination], distance=distance, session=session)
+    for account in spec.get("users", []):  # a user account without admin rights, password secret
+        _add_user(account, session=session)
     transfer = spec.get("transfer")
     if transfer:
         scope = InternalScope(spec["group"])
@@ -80,6 +83,18 @@ def _setup(spec, *, session):
             session=session,
         )
     return ids
+
+
+def _add_user(name, *, session):
+    from rucio.common.types import InternalAccount
+    from rucio.core.account import add_account
+    from rucio.core.identity import add_account_identity, add_identity
+    from rucio.db.sqla.constants import AccountType, IdentityType
+
+    account, email = InternalAccount(name), f"{name}@example.org"
+    add_account(account, AccountType.USER, email, session=session)
+    add_identity(name, IdentityType.USERPASS, email, password="secret", session=session)
+    add_account_identity(name, IdentityType.USERPASS, account, email, session=session)
 
 
 def distances():

@@ -8,6 +8,9 @@ its baseline when the link calms.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +161,34 @@ def test_dry_run_prints_what_would_change_and_writes_nothing(
     )
     assert distance(rucio_server, "R5_A", "R5_B") == 2
     assert not (tmp_path / "rucio-sync.json").exists()
+
+
+def test_refused_writes_are_counted_every_pair_is_tried_and_nothing_is_lost(
+    rucio_server, nettel_costs, tmp_path
+):
+    """A Rucio account without admin rights may read distances but not set them."""
+    rses = {"R6_A": "SITE-A", "R6_B": "SITE-B", "R6_C": "SITE-C"}
+    rows = [["R6_A", "R6_B", 2], ["R6_A", "R6_C", 2], ["R6_B", "R6_C", 2]]
+    spec = {"group": "denied", "rses": rses, "distances": rows, "users": ["reader6"]}
+    rucio_setup(rucio_server, spec)
+    nettel_costs.set(
+        {("SITE-A", "SITE-B"): 1.0, ("SITE-A", "SITE-C"): 1.0, ("SITE-B", "SITE-C"): 1.0}
+    )
+    metrics = tmp_path / "metrics.prom"
+    command = [sys.executable, "-m", "service", "rucio-sync", "--nettel-url", nettel_costs.url]
+    command += ["--state-dir", str(tmp_path), "--rses", "nettel_test=denied", "--once"]
+    env = os.environ | {"RUCIO_CONFIG": str(rucio_server.client_config("reader6"))}
+    done = subprocess.run(
+        [*command, "--metrics-file", str(metrics)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr
+    exported = metrics.read_text()
+    assert 'nettel_rucio_sync_errors_total{stage="rucio_write"} 3.0' in exported
+    assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 3.0' in exported
+    assert 'nettel_rucio_sync_syncs_total{outcome="errors"} 1.0' in exported
+    assert "nettel_rucio_sync_last_success_timestamp_seconds 0.0" in exported
+    assert [distance(rucio_server, *pair[:2]) for pair in rows] == [2, 2, 2]
+
+    # with an admin account the next sync writes them, from the baselines recorded before
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "denied") == 0
+    assert [distance(rucio_server, *pair[:2]) for pair in rows] == [12, 12, 12]
