@@ -109,6 +109,7 @@ def _run(server: RucioServer, args: argparse.Namespace, topology: Path) -> dict[
         service = start_nettel(args.output, args.sites, 2, topology)
         sync.options = SyncOptions(nettel_url=service.url, concurrency=args.concurrency)
         syncs["after a cost change"] = sync.run_once()
+        sync.close()
     finally:
         service.stop()
     return {

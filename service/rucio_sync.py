@@ -16,11 +16,11 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry, Gauge
@@ -44,8 +44,6 @@ from service.rucio_distances import (
     with_pending,
 )
 
-T = TypeVar("T")
-R = TypeVar("R")
 STATE_FILE = "rucio-sync.json"
 NETTEL_ATTEMPTS = 3
 NETTEL_BACKOFF_SECONDS = 1.0
@@ -217,6 +215,10 @@ class RucioSync:
         self.state_file = state_file
         self.state = state_file.load(rucio.host)
         self.metrics = metrics
+        self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="rucio")
+
+    def close(self) -> None:
+        self._pool.shutdown()
 
     def run_once(self) -> SyncReport:
         """One sync; SyncFailed when nothing could be synced."""
@@ -224,8 +226,7 @@ class RucioSync:
         before = Counter(self.rucio.requests)
         report = SyncReport()
         try:
-            with ThreadPoolExecutor(self.options.concurrency) as pool:
-                self._sync(report, lambda fn, items: pool.map(fn, items))
+            self._sync(report)
         except SyncFailed:
             self.metrics.syncs.labels("failed").inc()
             raise
@@ -241,7 +242,7 @@ class RucioSync:
         log.info("rucio sync", extra=report.fields())
         return report
 
-    def _sync(self, report: SyncReport, map_: Callable[..., Iterable[Any]]) -> None:
+    def _sync(self, report: SyncReport) -> None:
         options = self.options
         links = fetch_site_links(options.nettel_url, options.nettel_timeout)
         if links is None:
@@ -249,7 +250,9 @@ class RucioSync:
             self.metrics.errors.labels("nettel").inc()
         costs = site_costs(links or [])
         try:
-            rse_sites = self.rucio.rse_sites(options.site_attribute, options.rse_expression, map_)
+            rse_sites = self.rucio.rse_sites(
+                options.site_attribute, options.rse_expression, self._pool.map
+            )
         except RucioRequestError as error:
             self.metrics.errors.labels("rucio_list").inc()
             raise SyncFailed(f"cannot list Rucio's RSEs: {error}") from None
@@ -269,20 +272,21 @@ class RucioSync:
             now=now,
         )
         report.visited = len(visits)
-        decisions = self._read(visits, report, map_, now)
+        decisions = self._read(visits, report, now)
         writes = [(pair, decision) for pair, decision in decisions if decision.write is not None]
         if options.dry_run:
             self._print_plan(writes)
-        else:
-            self._write(writes, report, map_)
+        elif writes:
+            self._write(writes, report)
+        elif visits:
+            self._save()  # what was read: baselines, rows found missing
         report.penalised = sum(r.distance > r.baseline for r in self.state.pairs.values())
         self.metrics.pairs.labels("managed").set(len(self.state.pairs))
         self.metrics.pairs.labels("penalised").set(report.penalised)
 
     def _read(
-        self, visits: list[Visit], report: SyncReport, map_: Callable[..., Iterable[Any]],
-        now: float,
-    ) -> list[tuple[Pair, Decision]]:  # fmt: skip
+        self, visits: list[Visit], report: SyncReport, now: float
+    ) -> list[tuple[Pair, Decision]]:
         """Each visited pair's Rucio value and what it needs; the state takes what was read."""
 
         def read(visit: Visit) -> tuple[Visit, int | None | RucioRequestError]:
@@ -292,7 +296,7 @@ class RucioSync:
                 return visit, error
 
         decisions = []
-        for visit, observed in map_(read, visits):
+        for visit, observed in self._pool.map(read, visits):
             if isinstance(observed, RucioRequestError):
                 report.errors += 1
                 self.metrics.errors.labels("rucio_read").inc()
@@ -323,12 +327,7 @@ class RucioSync:
             decisions.append((visit.pair, decision))
         return decisions
 
-    def _write(
-        self,
-        writes: list[tuple[Pair, Decision]],
-        report: SyncReport,
-        map_: Callable[..., Iterable[Any]],
-    ) -> None:
+    def _write(self, writes: list[tuple[Pair, Decision]], report: SyncReport) -> None:
         """Save the state with the writes pending, send them, save the confirmed state."""
         for pair, decision in writes:
             assert decision.record is not None and decision.write is not None
@@ -345,7 +344,7 @@ class RucioSync:
                 return pair, decision, error
             return pair, decision, None
 
-        for pair, decision, error in map_(write, writes):
+        for pair, decision, error in self._pool.map(write, writes):
             assert decision.record is not None and decision.write is not None
             if error is not None:
                 report.errors += 1

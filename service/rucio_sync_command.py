@@ -105,34 +105,44 @@ def run_rucio_sync(args: argparse.Namespace) -> int:
     from service.rucio_client import RucioDistances
 
     options = sync_options(args)
-    metrics_address = parse_address(args.metrics_listen) if args.metrics_listen else None
+    try:
+        metrics_address = parse_address(args.metrics_listen) if args.metrics_listen else None
+    except ValueError as error:
+        raise ConfigError(f"--metrics-listen: {error}") from None
     configure_logging(args.log_level)
     lock = StateDirLock(args.state_dir)
     try:
         registry = CollectorRegistry()
-        sync = RucioSync(
-            options, RucioDistances(), StateFile(args.state_dir), SyncMetrics(registry)
-        )
-        if metrics_address is not None:
-            start_http_server(metrics_address[1], metrics_address[0], registry)
-
-        def sync_and_export() -> SyncReport:
-            try:
-                return sync.run_once()
-            finally:
-                if args.metrics_file is not None:
-                    write_to_textfile(str(args.metrics_file), registry)
-
-        if args.once or args.dry_run:
-            try:
-                return 0 if sync_and_export().ok else 1
-            except SyncFailed as error:
-                print(f"nettel rucio-sync: {error}", file=sys.stderr)
-                return 1
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        run_loop(sync_and_export, args.interval, stop)
-        return 0
+        state = StateFile(args.state_dir)
+        sync = RucioSync(options, RucioDistances(), state, SyncMetrics(registry))
+        try:
+            if metrics_address is not None:
+                start_http_server(metrics_address[1], metrics_address[0], registry)
+            return _run_syncs(sync, registry, args)
+        finally:
+            sync.close()
     finally:
         lock.release()
+
+
+def _run_syncs(sync: RucioSync, registry: CollectorRegistry, args: argparse.Namespace) -> int:
+    """Once (exit status 1 on any error) or every --interval until SIGTERM/SIGINT."""
+
+    def sync_and_export() -> SyncReport:
+        try:
+            return sync.run_once()
+        finally:
+            if args.metrics_file is not None:
+                write_to_textfile(str(args.metrics_file), registry)
+
+    if args.once or args.dry_run:
+        try:
+            return 0 if sync_and_export().ok else 1
+        except SyncFailed as error:
+            print(f"nettel rucio-sync: {error}", file=sys.stderr)
+            return 1
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    run_loop(sync_and_export, args.interval, stop)
+    return 0

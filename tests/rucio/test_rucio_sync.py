@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
+from devtools.activemq import free_port
 from devtools.rucio_server import RucioServer
 from service.cli import main
+from tests.integration.wire import wait_for
 from tests.rucio.conftest import NettelCosts, rucio_setup, transfer_ranking
 
 pytestmark = pytest.mark.slow
@@ -192,3 +196,35 @@ def test_refused_writes_are_counted_every_pair_is_tried_and_nothing_is_lost(
     # with an admin account the next sync writes them, from the baselines recorded before
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "denied") == 0
     assert [distance(rucio_server, *pair[:2]) for pair in rows] == [12, 12, 12]
+
+
+def test_the_daemon_syncs_every_interval_serves_metrics_and_stops_on_sigterm(
+    rucio_server, nettel_costs, tmp_path
+):
+    rses = {"R7_A": "SITE-A", "R7_B": "SITE-B"}
+    rucio_setup(rucio_server, {"group": "daemon", "rses": rses, "distances": [["R7_A", "R7_B", 4]]})
+    nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
+    port = free_port()
+    command = [sys.executable, "-m", "service", "rucio-sync", "--nettel-url", nettel_costs.url]
+    command += ["--state-dir", str(tmp_path), "--rses", "nettel_test=daemon", "--interval", "0.5"]
+    command += ["--metrics-listen", f"127.0.0.1:{port}"]
+    env = os.environ | {"RUCIO_CONFIG": str(rucio_server.config)}
+    daemon = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def synced_twice() -> bool:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            except httpx.HTTPError:
+                return False
+            return 'nettel_rucio_sync_syncs_total{outcome="ok"} 2.0' in text
+
+        wait_for(synced_twice, timeout=60, what="two syncs")
+        assert distance(rucio_server, "R7_A", "R7_B") == 14
+        nettel_costs.set({("SITE-A", "SITE-B"): 0.0})
+        wait_for(lambda: distance(rucio_server, "R7_A", "R7_B") == 4, what="back to baseline")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, stderr = daemon.communicate(timeout=30)
+    assert daemon.returncode == 0, stderr
+    assert '"message":"rucio sync"' in stderr

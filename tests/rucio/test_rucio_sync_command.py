@@ -17,6 +17,7 @@ from service.rucio_sync import SyncFailed, SyncReport, run_loop
         (["--calm-cost", "1"], "--max-penalty/--calm-cost/--min-change"),
         (["--interval", "0"], "--interval > 0"),
         (["--concurrency", "0"], "--concurrency >= 1"),
+        (["--metrics-listen", "9100"], "--metrics-listen: '9100' is not host:port"),
     ],
 )
 def test_bad_flags_stop_the_command_with_the_flag_named(tmp_path, capsys, flags, message):
