@@ -147,6 +147,8 @@ class SyncMetrics:
             self.syncs.labels(outcome)
         for operation in RucioDistances.OPERATIONS:
             self.requests.labels(operation)
+        for state in ("managed", "penalised"):
+            self.pairs.labels(state)
 
 
 class StateFile:

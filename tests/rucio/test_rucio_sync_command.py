@@ -5,9 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from service.cli import main
-from service.rucio_sync import SyncFailed, SyncReport, run_loop
+from service.rucio_sync import SyncFailed, SyncMetrics, SyncReport, run_loop
+from tests.deploy.support import DOCS, RUCIO_SYNC_PREFIX, docs_metric_names, family_for
 
 
 @pytest.mark.parametrize(
@@ -50,3 +54,17 @@ def test_the_loop_goes_on_after_failed_syncs_until_stopped():
     loop.start()
     loop.join(10)
     assert not loop.is_alive() and calls == [0, 1, 2, 3]
+
+
+def test_every_rucio_sync_metric_the_docs_name_is_exported():
+    registry = CollectorRegistry()
+    SyncMetrics(registry)
+    families = list(text_string_to_metric_families(generate_latest(registry).decode()))
+    named = {
+        name
+        for document in DOCS.glob("*.md")
+        for name in docs_metric_names(document.read_text())
+        if name.startswith(RUCIO_SYNC_PREFIX)
+    }
+    assert len(named) >= 7
+    assert {name for name in named if family_for(name, families) is None} == set()
