@@ -196,10 +196,24 @@ def fetch_site_links(url: str, timeout: float) -> list[dict[str, Any]] | None:
             links: list[dict[str, Any]] = response.json()["links"]
             return links
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
-            log.warning("nettel: no costs from %s: %s", endpoint, error)
-            if attempt < NETTEL_ATTEMPTS - 1:
+            if attempt == NETTEL_ATTEMPTS - 1:
+                log.warning(
+                    "nettel: no costs from %s after %d tries (%s): every pair at its baseline",
+                    endpoint, NETTEL_ATTEMPTS, error,
+                )  # fmt: skip
+            else:
                 time.sleep(NETTEL_BACKOFF_SECONDS * 2**attempt)
     return None
+
+
+def log_once_per_sync(message: str, examples: list[tuple[Pair, object]]) -> None:
+    """One warning for all the pairs of a sync that share `message`, with the first of them."""
+    if examples:
+        (source, destination), detail = examples[0]
+        log.warning(
+            "rucio: %d %s, first %s -> %s: %s",
+            len(examples), message, source, destination, detail,
+        )  # fmt: skip
 
 
 class RucioSync:
@@ -298,11 +312,13 @@ class RucioSync:
                 return visit, error
 
         decisions = []
+        failed: list[tuple[Pair, object]] = []
+        adopted: list[tuple[Pair, object]] = []
         for visit, observed in self._pool.map(read, visits):
             if isinstance(observed, RucioRequestError):
                 report.errors += 1
                 self.metrics.errors.labels("rucio_read").inc()
-                log.warning("rucio: cannot read %s -> %s: %s", *visit.pair, observed)
+                failed.append((visit.pair, observed))
                 continue
             decision = decide(
                 visit,
@@ -320,13 +336,12 @@ class RucioSync:
                 continue
             if decision.adopted:
                 report.adopted += 1
-                log.info(
-                    "rucio: %s -> %s was set to %d outside rucio-sync: its new baseline",
-                    *visit.pair, decision.record.baseline,
-                )  # fmt: skip
+                adopted.append((visit.pair, f"now {decision.record.baseline}"))
             self.state.missing.pop(visit.pair, None)
             self.state.pairs[visit.pair] = decision.record
             decisions.append((visit.pair, decision))
+        log_once_per_sync("distance read(s) failed", failed)
+        log_once_per_sync("distance(s) set outside rucio-sync became their baseline", adopted)
         return decisions
 
     def _write(self, writes: list[tuple[Pair, Decision]], report: SyncReport) -> None:
@@ -346,17 +361,19 @@ class RucioSync:
                 return pair, decision, error
             return pair, decision, None
 
+        failed: list[tuple[Pair, object]] = []
         for pair, decision, error in self._pool.map(write, writes):
             assert decision.record is not None and decision.write is not None
             if error is not None:
                 report.errors += 1
                 self.metrics.errors.labels("rucio_write").inc()
-                log.warning("rucio: cannot write %s -> %s: %s", *pair, error)
+                failed.append((pair, error))
                 continue
             self.state.pairs[pair] = confirmed(decision.record, decision.write)
             report.written += 1
             report.added += decision.add
             self.metrics.changed.inc()
+        log_once_per_sync("distance write(s) failed", failed)
         self._save()
 
     def _save(self) -> None:

@@ -186,6 +186,8 @@ def test_refused_writes_are_counted_every_pair_is_tried_and_nothing_is_lost(
         [*command, "--metrics-file", str(metrics)], env=env, capture_output=True, text=True
     )
     assert done.returncode == 1, done.stderr
+    assert done.stderr.count("distance write(s) failed") == 1  # one line for the sync
+    assert "rucio: 3 distance write(s) failed, first R6_A -> R6_B" in done.stderr
     exported = metrics.read_text()
     assert 'nettel_rucio_sync_errors_total{stage="rucio_write"} 3.0' in exported
     assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 3.0' in exported
