@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +92,7 @@ class SyncReport:
         return self.nettel_ok and self.errors == 0
 
     def fields(self) -> dict[str, object]:
-        return {
-            name: getattr(self, name)
-            for name in (
-                "rses", "pairs", "site_pairs_with_data", "nettel_ok", "visited", "written",
-                "added", "adopted", "no_row", "penalised", "errors", "requests",
-            )
-        } | {"seconds": round(self.seconds, 3)}  # fmt: skip
+        return asdict(self) | {"seconds": round(self.seconds, 3)}
 
 
 class SyncFailed(RuntimeError):
