@@ -34,9 +34,9 @@ def build_full_state(n_links: int, now: float, seed: int = SEED) -> LinkState:
     return state
 
 
-def write_snapshot(directory: Path, n_links: int, now: float) -> int:
+def write_snapshot(directory: Path, n_links: int, now: float, seed: int = SEED) -> int:
     """A `nettel serve --state-dir` snapshot of `n_links` full links; returns its size."""
-    data = encode_state(build_full_state(n_links, now))
+    data = encode_state(build_full_state(n_links, now, seed))
     SnapshotStore(directory).write(data)
     return len(data)
 

@@ -6,7 +6,7 @@
 # Installs Debian's activemq and rabbitmq-server if missing (the broker tests start private
 # instances of both on ports of their own; the rabbitmq-server package may start its system node
 # on 5672 as well, which the tests leave alone), creates .venv, installs nettel with its test
-# extras and runs ruff, mypy and pytest (the tests and the packages' doctests) from the venv.
+# extras (and, in .venv-rucio, the Rucio server the rucio-sync tests start) and runs ruff, mypy and pytest (the tests and the packages' doctests) from the venv.
 # Exits with pytest's status; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,9 +16,12 @@ source scripts/setup.sh
 # the web view's e2e test; TLS client certificates; the RabbitMQ tests (rabbitmq_stomp is in it);
 # Java 17 for PySpark 4.0's local-mode tests (activemq pulls a JRE too: named so the need is explicit)
 install_system_packages chromium openssl rabbitmq-server haproxy openjdk-17-jre-headless
-# training: Keras parity and pipeline tests; spark: Spark job; ns3: simulator family C's physics
-install_venv ".[test,training,spark,ns3]"
+# training: Keras parity and pipeline tests; spark: Spark job; ns3: simulator family C's physics;
+# rucio: rucio-sync's client library
+install_venv ".[test,training,spark,ns3,rucio]"
 install_promtool
+# the Rucio server of the rucio-sync tests, in a venv of its own (its pins clash with nettel's)
+.venv/bin/python -m devtools.rucio_server install >/dev/null
 
 # ---- test ----------------------------------------------------------------------------------
 .venv/bin/ruff check .

@@ -1,4 +1,4 @@
-"""The `nettel` command: serve, backfill, simulate, costmatrix, train, evaluate.
+"""The `nettel` command: serve, backfill, simulate, costmatrix, rucio-sync, train, evaluate.
 
 This is the composition root, so it alone may reach into `training` (the simulator and the
 training commands, which import their heavy dependencies only when they run).
@@ -19,6 +19,7 @@ from service.client_cli import add_costmatrix_command
 from service.config import Settings, comma_separated, load_settings, parse_address
 from service.errors import ConfigError
 from service.log_format import configure_logging
+from service.rucio_sync_command import add_rucio_sync_command
 from training.cli_commands import (
     add_evaluate_command,
     add_simulate_capture_options,
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backfill(commands)
     _add_simulate(commands)
     add_costmatrix_command(commands)
+    add_rucio_sync_command(commands)
     add_train_command(commands)
     add_evaluate_command(commands)
     add_dataset_command(commands)

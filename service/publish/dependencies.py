@@ -43,11 +43,16 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 EcosystemDep = Annotated[Ecosystem, Depends(get_ecosystem)]
 
 
+#: Before the first matrix: the first one follows the first data within about --interval (10 s).
+NO_MATRIX_RETRY_AFTER = "10"
+
+
 async def latest_matrix(runtime: RuntimeDep) -> CostMatrix:
-    """The cost matrix being served; 503 until the first one is computed."""
+    """The cost matrix being served; 503 (with Retry-After) until the first one is computed."""
     matrix = runtime.cycle.latest
     if matrix is None:
-        raise HTTPException(503, "no cost matrix computed yet")
+        headers = {"Retry-After": NO_MATRIX_RETRY_AFTER}
+        raise HTTPException(503, "no cost matrix computed yet", headers=headers)
     return matrix
 
 

@@ -27,6 +27,9 @@ PROMETHEUS_CONFIG = PROMETHEUS_DIR / "prometheus.yml"
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "dashboards" / "nettel.json"
 README = REPO_ROOT / "README.md"
 DOCS = REPO_ROOT / "docs"
+#: Metrics of `nettel rucio-sync`, a process of its own (not `nettel serve`): checked against
+#: its registry in tests/rucio/test_rucio_sync_command.py.
+RUCIO_SYNC_PREFIX = "nettel_rucio_sync_"
 
 #: Series Prometheus itself writes for every scrape target.
 PROMETHEUS_BUILTINS = frozenset({"up"})
@@ -196,7 +199,9 @@ def named_metrics() -> dict[str, set[str]]:
     note(readme_metric_names(README.read_text()), "README /metrics")
     for document in sorted(DOCS.glob("*.md")):
         note(docs_metric_names(document.read_text()), f"docs/{document.name}")
-    return where
+    return {
+        name: places for name, places in where.items() if not name.startswith(RUCIO_SYNC_PREFIX)
+    }
 
 
 def target_labels() -> set[str]:

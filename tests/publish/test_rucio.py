@@ -34,7 +34,7 @@ def parse_like_rucio(text: str) -> dict[tuple[str, str], float]:
 
 
 def test_table_has_site_rse_distance_lines_without_header():
-    text = build_rucio_table(SITE_LINKS, RSE_MAP)
+    text = build_rucio_table(SITE_LINKS, RSE_MAP).text
     assert text.endswith("\n")
     assert all(len(line.split(",")) == 3 for line in text.splitlines())
     assert parse_like_rucio(text) == {
@@ -48,7 +48,7 @@ def test_table_has_site_rse_distance_lines_without_header():
 
 
 def test_pairs_without_a_cost_are_left_out():
-    table = parse_like_rucio(build_rucio_table(SITE_LINKS, RSE_MAP))
+    table = parse_like_rucio(build_rucio_table(SITE_LINKS, RSE_MAP).text)
     assert ("CERN", "PIC_TAPE") not in table  # no link PIC -> CERN
     assert ("PIC", "CERN-PROD_DATADISK") not in table  # link CERN -> PIC without a cost
     assert ("NDGF", "RAL-LCG2_DATADISK") not in table
@@ -56,21 +56,55 @@ def test_pairs_without_a_cost_are_left_out():
 
 def test_names_with_commas_are_skipped():
     links = [{"source": "A,B", "destination": "CERN", "cost": 0.5}]
-    text = build_rucio_table(links, {"X,Y": "CERN", "CERN_DISK": "CERN"})
-    assert text == "CERN,CERN_DISK,0.0000\n"
+    table = build_rucio_table(links, {"X,Y": "CERN", "CERN_DISK": "CERN"})
+    assert table.text == "CERN,CERN_DISK,0.0000\n"
+    assert (table.covered, table.mapped) == (0, 1)
 
 
-def rucio_client(rse_map) -> TestClient:
+def test_coverage_counts_the_rses_with_a_measured_line():
+    table = build_rucio_table(SITE_LINKS, RSE_MAP)
+    # CERN's RSE (CERN -> RAL, CERN -> NDGF) and RAL's (RAL -> CERN); PIC's has only its own site
+    assert (table.covered, table.mapped) == (2, 3)
+
+
+def rucio_client(rse_map, links=SITE_LINKS) -> TestClient:
     app = FastAPI()
-    app.include_router(build_rucio_router(lambda: SITE_LINKS, lambda: rse_map))
+    app.include_router(build_rucio_router(lambda: links, lambda: rse_map))
     return TestClient(app)
 
 
-def test_endpoint_serves_csv():
+def test_endpoint_serves_csv_with_its_coverage_in_a_header():
     response = rucio_client(RSE_MAP).get("/costmatrix.csv", params={"format": "rucio"})
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/csv; charset=utf-8"
-    assert response.text == build_rucio_table(SITE_LINKS, RSE_MAP)
+    assert response.headers["x-nettel-rse-coverage"] == "2/3"
+    assert response.text == build_rucio_table(SITE_LINKS, RSE_MAP).text
+
+
+@pytest.mark.parametrize(
+    "links",
+    [
+        [],  # a matrix without links: no data yet
+        [{"source": "NDGF", "destination": "SARA", "cost": 0.1}],  # data, none for a mapped site
+        [{"source": "CERN", "destination": "PIC", "cost": None}],  # a mapped pair without a cost
+    ],
+)
+def test_a_table_without_any_measured_pair_is_503_with_retry_after(links):
+    response = rucio_client(RSE_MAP, links).get("/costmatrix.csv", params={"format": "rucio"})
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "60"
+    assert response.headers["x-nettel-rse-coverage"] == "0/3"
+    assert "coverage 0/3" in response.json()["detail"]
+
+
+def test_min_coverage_refuses_a_partial_table():
+    client = rucio_client(RSE_MAP)
+    partial = client.get("/costmatrix.csv", params={"format": "rucio", "min_coverage": 0.8})
+    assert partial.status_code == 503 and partial.headers["retry-after"] == "60"
+    assert "coverage 2/3" in partial.json()["detail"]
+    enough = client.get("/costmatrix.csv", params={"format": "rucio", "min_coverage": 0.6})
+    assert enough.status_code == 200
+    assert client.get("/costmatrix.csv?format=rucio&min_coverage=2").status_code == 422
 
 
 def test_endpoint_without_rse_map_is_404_with_how_to_fix_it():

@@ -1,0 +1,232 @@
+"""`nettel rucio-sync` against a real Rucio server and nettel's real REST API.
+
+The conveyor's own source ranking (`build_transfer_paths` over a fresh `Topology`) must put the
+source behind a congested link last after a sync, and every distance must come back exactly to
+its baseline when the link calms.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devtools.activemq import free_port
+from devtools.rucio_server import RucioServer
+from service.cli import main
+from tests.integration.wire import wait_for
+from tests.rucio.conftest import NettelCosts, rucio_setup, transfer_ranking
+
+pytestmark = pytest.mark.slow
+
+
+def rucio_sync(
+    server: RucioServer, nettel: NettelCosts, state: Path, group: str, *flags: str
+) -> int:
+    """`nettel rucio-sync --once` in this process (the root logger's handlers put back after)."""
+    args = ["rucio-sync", "--nettel-url", nettel.url, "--state-dir", str(state)]
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        return main([*args, "--rses", f"nettel_test={group}", "--once", *flags])
+    finally:
+        root.handlers[:], root.level = handlers, level
+
+
+def distance(server: RucioServer, source: str, destination: str) -> int | None:
+    from rucio.client import Client
+
+    rows = Client().get_distance(source, destination)
+    return int(rows[0]["distance"]) if rows else None
+
+
+@pytest.fixture(autouse=True)
+def rucio_client_config(rucio_server: RucioServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rucio's client finds the server as every Rucio client does: RUCIO_CONFIG."""
+    monkeypatch.setenv("RUCIO_CONFIG", str(rucio_server.config))
+
+
+def test_congested_source_is_ranked_last_and_returns_to_its_baseline(
+    rucio_server, nettel_costs, tmp_path
+):
+    rses = {"R1_CERN": "CERN", "R1_RAL": "RAL", "R1_PIC": "PIC"}
+    baselines = [["R1_CERN", "R1_PIC", 3], ["R1_RAL", "R1_PIC", 4], ["R1_PIC", "R1_CERN", 5]]
+    transfer = {"replicas": ["R1_CERN", "R1_RAL"], "rule": "R1_PIC"}
+    rucio_setup(
+        rucio_server, {"group": "rank", "rses": rses, "distances": baselines, "transfer": transfer}
+    )
+    assert transfer_ranking(rucio_server)["R1_PIC"] == [["R1_CERN", 3], ["R1_RAL", 4]]
+
+    metrics = tmp_path / "metrics.prom"
+    congested = {("CERN", "PIC"): 0.9, ("RAL", "PIC"): 0.05, ("PIC", "CERN"): 0.1}
+    nettel_costs.set(congested)
+    assert (
+        rucio_sync(rucio_server, nettel_costs, tmp_path, "rank", "--metrics-file", str(metrics))
+        == 0
+    )
+    # penalty(0.9) = ceil(10 * 0.7 / 0.8) = 9; the calm pairs keep their baselines
+    assert distance(rucio_server, "R1_CERN", "R1_PIC") == 12
+    assert distance(rucio_server, "R1_RAL", "R1_PIC") == 4
+    assert distance(rucio_server, "R1_PIC", "R1_CERN") == 5
+    assert transfer_ranking(rucio_server)["R1_PIC"] == [["R1_RAL", 4], ["R1_CERN", 12]]
+    exported = metrics.read_text()
+    assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 1.0' in exported
+    assert "nettel_rucio_sync_pairs_changed_total 1.0" in exported
+    assert 'nettel_rucio_sync_pairs{state="penalised"} 1.0' in exported
+
+    # the same costs again (a new process): nothing to write, not even a read of a distance
+    assert (
+        rucio_sync(rucio_server, nettel_costs, tmp_path, "rank", "--metrics-file", str(metrics))
+        == 0
+    )
+    exported = metrics.read_text()
+    assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 0.0' in exported
+    assert 'nettel_rucio_sync_rucio_requests_total{operation="get_distance"} 0.0' in exported
+
+    for cost in (0.6, 1.0, 0.35):  # the link stays busy for a while, then calms
+        nettel_costs.set(congested | {("CERN", "PIC"): cost})
+        assert rucio_sync(rucio_server, nettel_costs, tmp_path, "rank") == 0
+    assert distance(rucio_server, "R1_CERN", "R1_PIC") == 3 + 2  # ceil(10 * 0.15 / 0.8)
+    nettel_costs.set(congested | {("CERN", "PIC"): 0.02})
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "rank") == 0
+    assert distance(rucio_server, "R1_CERN", "R1_PIC") == 3
+    assert transfer_ranking(rucio_server)["R1_PIC"] == [["R1_CERN", 3], ["R1_RAL", 4]]
+
+
+def test_pairs_without_a_row_are_left_alone_unless_add_missing(
+    rucio_server, nettel_costs, tmp_path
+):
+    rses = {"R2_A": "SITE-A", "R2_B": "SITE-B"}
+    rucio_setup(
+        rucio_server, {"group": "missing", "rses": rses, "distances": [["R2_A", "R2_B", 2]]}
+    )
+    nettel_costs.set({("SITE-A", "SITE-B"): 1.0, ("SITE-B", "SITE-A"): 1.0})
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "missing") == 0
+    assert distance(rucio_server, "R2_A", "R2_B") == 12
+    assert distance(rucio_server, "R2_B", "R2_A") is None  # no row: Rucio's choice, kept
+
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path / "add", "missing", "--add-missing") == 0
+    assert distance(rucio_server, "R2_B", "R2_A") == 10 + 10  # --added-baseline 10 + penalty
+
+
+def test_without_nettel_data_every_pair_returns_to_its_baseline(
+    rucio_server, nettel_costs, tmp_path, capsys
+):
+    rses = {"R3_A": "SITE-A", "R3_B": "SITE-B"}
+    rows = [["R3_A", "R3_B", 7], ["R3_B", "R3_A", 7]]
+    rucio_setup(rucio_server, {"group": "nodata", "rses": rses, "distances": rows})
+    nettel_costs.set({("SITE-A", "SITE-B"): 0.9, ("SITE-B", "SITE-A"): 0.5})
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "nodata") == 0
+    assert (distance(rucio_server, "R3_A", "R3_B"), distance(rucio_server, "R3_B", "R3_A")) == (
+        16,
+        11,
+    )
+
+    nettel_costs.runtime.cycle.latest = None  # nettel restarted: 503 until its first matrix
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "nodata") == 1  # counted as an error
+    assert (distance(rucio_server, "R3_A", "R3_B"), distance(rucio_server, "R3_B", "R3_A")) == (
+        7,
+        7,
+    )
+
+
+def test_a_distance_set_by_hand_becomes_the_baseline(rucio_server, nettel_costs, tmp_path):
+    from rucio.client import Client
+
+    rses = {"R4_A": "SITE-A", "R4_B": "SITE-B"}
+    rucio_setup(rucio_server, {"group": "edit", "rses": rses, "distances": [["R4_A", "R4_B", 1]]})
+    nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "edit") == 0
+    assert distance(rucio_server, "R4_A", "R4_B") == 11
+    Client().update_distance("R4_A", "R4_B", {"distance": 30})  # an operator's new baseline
+    nettel_costs.set({("SITE-A", "SITE-B"): 0.0})
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "edit") == 0
+    assert distance(rucio_server, "R4_A", "R4_B") == 30  # kept; without a penalty now
+    nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "edit") == 0
+    assert distance(rucio_server, "R4_A", "R4_B") == 40
+
+
+def test_dry_run_prints_what_would_change_and_writes_nothing(
+    rucio_server, nettel_costs, tmp_path, capsys
+):
+    rses = {"R5_A": "SITE-A", "R5_B": "SITE-B"}
+    rucio_setup(rucio_server, {"group": "dry", "rses": rses, "distances": [["R5_A", "R5_B", 2]]})
+    nettel_costs.set({("SITE-A", "SITE-B"): 0.6})
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "dry", "--dry-run") == 0
+    assert capsys.readouterr().out == (
+        "would set R5_A -> R5_B: 2 -> 7 (baseline 2)\n1 distance(s) would change\n"
+    )
+    assert distance(rucio_server, "R5_A", "R5_B") == 2
+    assert not (tmp_path / "rucio-sync.json").exists()
+
+
+def test_refused_writes_are_counted_every_pair_is_tried_and_nothing_is_lost(
+    rucio_server, nettel_costs, tmp_path
+):
+    """A Rucio account without admin rights may read distances but not set them."""
+    rses = {"R6_A": "SITE-A", "R6_B": "SITE-B", "R6_C": "SITE-C"}
+    rows = [["R6_A", "R6_B", 2], ["R6_A", "R6_C", 2], ["R6_B", "R6_C", 2]]
+    spec = {"group": "denied", "rses": rses, "distances": rows, "users": ["reader6"]}
+    rucio_setup(rucio_server, spec)
+    nettel_costs.set(
+        {("SITE-A", "SITE-B"): 1.0, ("SITE-A", "SITE-C"): 1.0, ("SITE-B", "SITE-C"): 1.0}
+    )
+    metrics = tmp_path / "metrics.prom"
+    command = [sys.executable, "-m", "service", "rucio-sync", "--nettel-url", nettel_costs.url]
+    command += ["--state-dir", str(tmp_path), "--rses", "nettel_test=denied", "--once"]
+    env = os.environ | {"RUCIO_CONFIG": str(rucio_server.client_config("reader6"))}
+    done = subprocess.run(
+        [*command, "--metrics-file", str(metrics)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("distance write(s) failed") == 1  # one line for the sync
+    assert "rucio: 3 distance write(s) failed, first R6_A -> R6_B" in done.stderr
+    exported = metrics.read_text()
+    assert 'nettel_rucio_sync_errors_total{stage="rucio_write"} 3.0' in exported
+    assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 3.0' in exported
+    assert 'nettel_rucio_sync_syncs_total{outcome="errors"} 1.0' in exported
+    assert "nettel_rucio_sync_last_success_timestamp_seconds 0.0" in exported
+    assert [distance(rucio_server, *pair[:2]) for pair in rows] == [2, 2, 2]
+
+    # with an admin account the next sync writes them, from the baselines recorded before
+    assert rucio_sync(rucio_server, nettel_costs, tmp_path, "denied") == 0
+    assert [distance(rucio_server, *pair[:2]) for pair in rows] == [12, 12, 12]
+
+
+def test_the_daemon_syncs_every_interval_serves_metrics_and_stops_on_sigterm(
+    rucio_server, nettel_costs, tmp_path
+):
+    rses = {"R7_A": "SITE-A", "R7_B": "SITE-B"}
+    rucio_setup(rucio_server, {"group": "daemon", "rses": rses, "distances": [["R7_A", "R7_B", 4]]})
+    nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
+    port = free_port()
+    command = [sys.executable, "-m", "service", "rucio-sync", "--nettel-url", nettel_costs.url]
+    command += ["--state-dir", str(tmp_path), "--rses", "nettel_test=daemon", "--interval", "0.5"]
+    command += ["--metrics-listen", f"127.0.0.1:{port}"]
+    env = os.environ | {"RUCIO_CONFIG": str(rucio_server.config)}
+    daemon = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def synced_twice() -> bool:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            except httpx.HTTPError:
+                return False
+            return 'nettel_rucio_sync_syncs_total{outcome="ok"} 2.0' in text
+
+        wait_for(synced_twice, timeout=60, what="two syncs")
+        assert distance(rucio_server, "R7_A", "R7_B") == 14
+        nettel_costs.set({("SITE-A", "SITE-B"): 0.0})
+        wait_for(lambda: distance(rucio_server, "R7_A", "R7_B") == 4, what="back to baseline")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, stderr = daemon.communicate(timeout=30)
+    assert daemon.returncode == 0, stderr
+    assert '"message":"rucio sync"' in stderr
