@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from models.numpy_network import NumpyNetwork
-from models.scaler import Scaler, scaler_from_json
+from models.scaler import MinMaxScaler
 from service.analysis.calibration import Calibration
 from service.analysis.predictor import ModelInfo
 from service.errors import ModelBundleError
@@ -42,7 +42,7 @@ class ModelBundle:
 
     info: ModelInfo
     feature_names: tuple[str, ...]
-    scaler: Scaler
+    scaler: MinMaxScaler
     network: NumpyNetwork
     card: dict[str, Any]
     calibration: Calibration | None = None
@@ -67,7 +67,7 @@ def file_sha256(path: Path) -> str:
 def save_bundle(
     directory: Path,
     keras_model: Any,
-    scaler: Scaler,
+    scaler: MinMaxScaler,
     card_fields: dict[str, Any],
     calibration: Calibration | None = None,
 ) -> Path:
@@ -116,7 +116,7 @@ def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBun
     """Load and verify a bundle; ModelBundleError says exactly what is wrong."""
     try:
         card = json.loads((directory / CARD_FILE).read_text())
-        scaler = scaler_from_json(json.loads((directory / SCALER_FILE).read_text()))
+        scaler = MinMaxScaler.from_json(json.loads((directory / SCALER_FILE).read_text()))
         digest = file_sha256(directory / MODEL_FILE)
         network = NumpyNetwork.from_keras_file(directory / MODEL_FILE)
         calibration = _load_calibration(directory, card)
@@ -152,7 +152,7 @@ def _load_calibration(directory: Path, card: dict[str, Any]) -> Calibration | No
 def _verify(
     directory: Path,
     card: dict[str, Any],
-    scaler: Scaler,
+    scaler: MinMaxScaler,
     network: NumpyNetwork,
     digest: str,
     expected_features: tuple[str, ...],

@@ -25,6 +25,7 @@ from training.dataset_files import read_description
 from training.simulation_defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
 
 if TYPE_CHECKING:  # scikit-learn and h5py: imported when a command runs
+    from training.dataset import Dataset
     from training.evaluate import EarlierBundle
 
 DEFAULT_OUTPUT = Path("models/bundle")
@@ -310,7 +311,7 @@ def run_train(args: argparse.Namespace) -> int:
     print(format_table(result.card["evaluation"]))
     if args.leave_one_family_out:
         output = DEFAULT_EVALUATION_DIR / "leave-one-family-out"
-        _leave_one_family_out(args.output, output, earlier, record=True)
+        _leave_one_family_out(args.output, output, earlier, record=True, dataset=result.dataset)
     return 0
 
 
@@ -325,13 +326,20 @@ def _earlier(directory: Path | None) -> EarlierBundle | None:
 
 
 def _leave_one_family_out(
-    bundle: Path, output: Path, earlier: EarlierBundle | None, record: bool
+    bundle: Path,
+    output: Path,
+    earlier: EarlierBundle | None,
+    record: bool,
+    dataset: Dataset | None = None,
 ) -> None:
-    """Run the leave-one-family-out evaluation with the bundle's training options, print its
-    tables; `record` adds the headline to the bundle's card."""
+    """Run the leave-one-family-out evaluation with the bundle's training options (on the rows
+    of `dataset` when they hold every family, else built anew), print its tables; `record` adds
+    the headline to the bundle's card."""
     from models.bundle import load_bundle
     from service.analysis.features import FEATURE_NAMES
     from training.leave_one_family_out import (
+        ALL_FAMILIES,
+        evaluate_left_out,
         format_headline,
         leave_one_family_out,
         record_in_card,
@@ -340,7 +348,10 @@ def _leave_one_family_out(
 
     try:
         options = options_from_card(load_bundle(bundle, FEATURE_NAMES).card, output)
-        report = leave_one_family_out(options, output, earlier=earlier)
+        if dataset is not None and dataset.description.get("family") == ALL_FAMILIES:
+            report = evaluate_left_out(options, dataset, output, earlier=earlier)
+        else:
+            report = leave_one_family_out(options, output, earlier=earlier)
         if record:
             record_in_card(bundle, report)
     except (ValueError, KeyError, NettelError) as error:

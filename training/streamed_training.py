@@ -25,7 +25,7 @@ import numpy as np
 
 from models.bundle import save_bundle
 from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network_batches
-from models.scaler import SignedLogScaler, feature_multipliers, signed_log
+from models.scaler import MinMaxScaler
 from service.analysis.features import FEATURE_NAMES
 from training.dataset import (
     BUSY_SHARE,
@@ -47,6 +47,9 @@ from training.train import (
 READ_BATCH_ROWS = 65_536
 DEFAULT_MAX_EVAL_ROWS = 2_000_000
 _LINK = ("source", "destination")
+#: Training rows the streamed scaler's quantiles are taken from (a uniform sample).
+SCALER_SAMPLE_ROWS = 500_000
+_SCALER_STREAM = 29
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ def train_streamed(
     links = summarise_links(rows)
     split = split_streamed(links, options)
     train_links = {links.names[i] for i in split.train}
-    scaler = fit_scaler_streamed(rows, train_links)
+    train_rows = int(links.rows[split.train].sum())
+    scaler = fit_scaler_streamed(rows, train_links, train_rows, options.seed)
     dataset_seconds = time.perf_counter() - started
     log(
         f"dataset: {int(links.rows.sum())} rows in {options.dataset_dir}, {len(split.train)}"
@@ -102,7 +106,6 @@ def train_streamed(
         f" held-out links ({dataset_seconds:.0f} s to scan)"
     )
     model = build_network(len(FEATURE_NAMES), options.network, options.seed)
-    train_rows = int(links.rows[split.train].sum())
     batches = training_batches(rows, train_links, train_rows, scaler, options.seed)
     started = time.perf_counter()
     losses = fit_network_batches(model, batches, options.epochs, options.verbose)
@@ -164,21 +167,26 @@ def summarise_links(rows: Any) -> LinkSummary:
     return LinkSummary(names, values[:, 0], values[:, 1])
 
 
-def fit_scaler_streamed(rows: Any, train_links: set[str]) -> SignedLogScaler:
-    """The scaler of the training links' rows (`SignedLogScaler.fit`), in one streamed pass."""
-    multiplier = feature_multipliers(FEATURE_NAMES)
-    count, total, squares = 0, np.zeros(len(FEATURE_NAMES)), np.zeros(len(FEATURE_NAMES))
+def fit_scaler_streamed(
+    rows: Any, train_links: set[str], train_rows: int, seed: int
+) -> MinMaxScaler:
+    """`MinMaxScaler.fit_clipped` of a uniform sample of about SCALER_SAMPLE_ROWS training
+    rows (quantiles need the rows at hand), drawn in one streamed pass."""
+    rng = np.random.default_rng([seed, _SCALER_STREAM])
+    keep = min(1.0, SCALER_SAMPLE_ROWS / max(train_rows, 1))
+    sample = []
     for frame in _batches(rows, [*_LINK, *FEATURE_NAMES]):
         features = frame.loc[_link_names(frame).isin(train_links), list(FEATURE_NAMES)]
-        logged = signed_log(features.to_numpy(np.float64) * multiplier)
-        count += len(logged)
-        total += logged.sum(axis=0)
-        squares += (logged**2).sum(axis=0)
-    return SignedLogScaler.from_sums(FEATURE_NAMES, count, total, squares)
+        values = features.to_numpy(np.float64)
+        sample.append(values[rng.random(len(values)) < keep])
+    drawn = np.concatenate(sample) if sample else np.zeros((0, len(FEATURE_NAMES)))
+    if not len(drawn):
+        raise ValueError("no training rows")
+    return MinMaxScaler.fit_clipped(drawn, FEATURE_NAMES)
 
 
 def training_batches(
-    rows: Any, train_links: set[str], train_rows: int, scaler: SignedLogScaler, seed: int
+    rows: Any, train_links: set[str], train_rows: int, scaler: MinMaxScaler, seed: int
 ) -> Any:
     """A tf.data dataset of scaled (features, label) batches of BATCH_SIZE (the last one
     shorter), re-read each epoch; its length is known, so Keras runs every epoch to the end."""

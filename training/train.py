@@ -13,14 +13,14 @@ import json
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.bundle import CARD_FILE, ModelBundle, load_bundle, save_bundle, write_calibration
 from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
-from models.scaler import SignedLogScaler
+from models.scaler import MinMaxScaler
 from service.analysis.features import FEATURE_NAMES
 from training.calibrate import fit_calibration
 from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_by_family
@@ -81,6 +81,8 @@ class TrainResult:
     card: dict[str, Any]
     dataset_seconds: float
     training_seconds: float
+    #: The rows trained and scored on (in-memory runs), for evaluations that follow.
+    dataset: Dataset | None = None
 
 
 def _print(line: str) -> None:
@@ -98,7 +100,7 @@ def train_bundle(
     split = split_dataset(dataset, options)
     dataset_seconds = time.perf_counter() - started
     log(_dataset_summary(dataset, split, dataset_seconds))
-    return fit_bundle(options, dataset, split, dataset_seconds, earlier)
+    return replace(fit_bundle(options, dataset, split, dataset_seconds, earlier), dataset=dataset)
 
 
 def split_dataset(dataset: Dataset, options: TrainOptions) -> LinkSplit:
@@ -140,7 +142,7 @@ def add_calibration(directory: Path, dataset: Dataset, split: LinkSplit) -> Mode
 
 def train_network(
     options: TrainOptions, dataset: Dataset, split: LinkSplit
-) -> tuple[keras.Sequential, SignedLogScaler, list[float], float]:
+) -> tuple[keras.Sequential, MinMaxScaler, list[float], float]:
     """Scaler and network fitted on the training links only, the epoch losses and the seconds."""
     scaler = fit_scaler(dataset, split)
     train = dataset.rows_of(split.train)
@@ -151,9 +153,9 @@ def train_network(
     return model, scaler, losses, time.perf_counter() - started
 
 
-def fit_scaler(dataset: Dataset, split: LinkSplit) -> SignedLogScaler:
-    """Scaling fitted on the training links' rows only: held-out links stay unseen."""
-    return SignedLogScaler.fit(dataset.rows_of(split.train).features, FEATURE_NAMES)
+def fit_scaler(dataset: Dataset, split: LinkSplit) -> MinMaxScaler:
+    """Clipped min-max bounds from the training links' rows only: held-out links stay unseen."""
+    return MinMaxScaler.fit_clipped(dataset.rows_of(split.train).features, FEATURE_NAMES)
 
 
 def _dataset_summary(dataset: Dataset, split: LinkSplit, seconds: float) -> str:
