@@ -16,15 +16,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from service.client_cli import add_costmatrix_command
-from service.config import Settings, comma_separated, load_settings, parse_address
+from service.config import (
+    ENV_ONLY_SETTINGS,
+    Settings,
+    comma_separated,
+    load_settings,
+    parse_address,
+)
 from service.errors import ConfigError
 from service.log_format import configure_logging
 from service.rucio_sync_command import add_rucio_sync_command
 from training.cli_commands import add_evaluate_command, add_train_command
 from training.dataset_command import add_dataset_command
-
-#: Secrets are never taken from the command line, where `ps` would show them.
-ENV_ONLY_SETTINGS = {"broker_password", "admin_token", "ingest_token", "warm_token"}
 
 #: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
 BACKFILL_COMMAND_SETTINGS = (
