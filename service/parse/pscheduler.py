@@ -22,7 +22,6 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import numpy as np
-import orjson
 
 from service.errors import RejectedInput, RejectReason
 from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms

@@ -1,8 +1,8 @@
 """PUT/POST /ingest/pscheduler over a real uvicorn server: the token (bearer or Basic), limits
 with their reasons (400 for a body that is not a run record, 413 for the body's size or the
-delay histogram's buckets, 429 and 503 with Retry-After), the archiver's doubled Content-Type, and a re-posted run applied once. The
-runtime is built as `nettel serve` builds it; its STOMP source never starts, and its frame
-batcher only where a test wants runs applied."""
+delay histogram's buckets, 429 and 503 with Retry-After), the archiver's doubled Content-Type,
+and a re-posted run applied once. The runtime is built as `nettel serve` builds it; its STOMP
+source never starts, and its frame batcher only where a test wants runs applied."""
 
 from __future__ import annotations
 

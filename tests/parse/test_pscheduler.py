@@ -213,10 +213,18 @@ def test_excess_buckets_are_told_before_a_run_is_taken_in() -> None:
         (b"[1, 2]", RejectReason.NOT_AN_OBJECT, "list"),
         (b'{"tasks": []}', RejectReason.MISSING_FIELD, "test"),
         (b'{"test": "latencybg", "run": {}, "result": {}}', RejectReason.BAD_VALUE, "test is not"),
-        (b'{"test": {"spec": {}}, "run": {}, "result": {}}', RejectReason.MISSING_FIELD, "test.type"),
+        (
+            b'{"test": {"spec": {}}, "run": {}, "result": {}}',
+            RejectReason.MISSING_FIELD,
+            "test.type",
+        ),
         (b'{"test": {"type": 7}, "run": {}, "result": {}}', RejectReason.BAD_VALUE, "test.type"),
         (b'{"test": {"type": "rtt"}, "result": {}}', RejectReason.MISSING_FIELD, "run"),
-        (b'{"test": {"type": "rtt"}, "run": {}, "result": []}', RejectReason.BAD_VALUE, "result is"),
+        (
+            b'{"test": {"type": "rtt"}, "run": {}, "result": []}',
+            RejectReason.BAD_VALUE,
+            "result is",
+        ),
     ],
 )
 def test_a_body_that_is_not_a_run_record_is_told_before_it_is_taken_in(
