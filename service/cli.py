@@ -108,12 +108,13 @@ def _run_serve(args: argparse.Namespace) -> int:
     from service.memory import relax_garbage_collection
     from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
     from service.publish.app import create_app
-    from service.publish.http_server import serve_http
+    from service.publish.http_server import bind_listener, serve_http
     from service.publish.lifespan import service_lifespan
     from service.runtime import build_runtime
 
     overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
     settings = load_settings(**overrides)
+    listener = bind_listener(*settings.listen)  # before anything connects to a broker
     configure_logging(settings.log_level)
     log = logging.getLogger("nettel")
     scanner = {"histogram_scanner": SCANNER_IMPLEMENTATION}
@@ -125,7 +126,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     relax_garbage_collection()
     host, port = settings.listen
     log.info("serving", extra={"url": f"http://{host}:{port}"})
-    serve_http(app, host, port)
+    serve_http(app, listener)
     return 0
 
 
