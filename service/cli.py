@@ -199,10 +199,18 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="first write the mesh's sites as a CRIC rcsite export (for serve --topology)",
     )
     simulate.add_argument(
+        "--write-rse-map",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="first write an RSE map, one <site>_DATADISK per site (for serve --rse-map)",
+    )
+    simulate.add_argument(
         "--no-feed",
         dest="feed",
         action="store_false",
-        help="only write --write-topology's file, publish nothing (no broker needed)",
+        help="only write the --write-topology and --write-rse-map files, publish nothing (no "
+        "broker needed)",
     )
     simulate.set_defaults(run=_run_simulate)
 
@@ -212,18 +220,24 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
     if args.sites < 2 or args.backfill_minutes < 0:
         raise ConfigError("--sites must be >= 2 and --backfill-minutes >= 0")
-    if not args.feed and args.write_topology is None:
-        raise ConfigError("--no-feed needs --write-topology: there would be nothing to do")
+    if not args.feed and args.write_topology is None and args.write_rse_map is None:
+        raise ConfigError(
+            "--no-feed needs --write-topology or --write-rse-map: there would be nothing to do"
+        )
     try:
         brokers = [parse_address(part) for part in comma_separated(args.brokers)]
     except ValueError as error:
         raise ConfigError(f"--brokers: {error}") from None
     configure_logging()
-    if args.write_topology is not None:
-        from training.mesh_inventory import write_cric_export
+    if args.write_topology is not None or args.write_rse_map is not None:
+        from training.mesh_inventory import write_cric_export, write_rse_map
         from training.simulator import build_mesh
 
-        write_cric_export(build_mesh(args.sites, args.seed), args.write_topology)
+        mesh = build_mesh(args.sites, args.seed)
+        if args.write_topology is not None:
+            write_cric_export(mesh, args.write_topology)
+        if args.write_rse_map is not None:
+            write_rse_map(mesh, args.write_rse_map)
     if not args.feed:
         return 0
     stop = threading.Event()
