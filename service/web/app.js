@@ -372,8 +372,8 @@
       : `delay ${fmt(delay.mean, 2)} ms (no all-time statistics yet)`;
     const values = `loss ${percent(link.packet_loss)} against ${percent(LOSS_THRESHOLD)}; ${delayRule}`;
     lines.push(link.congested
-      ? { kind: "congested", text: `congested: ${CONGESTED_RULE}. Here: ${values}` }
-      : { kind: "ok", text: `not congested (congested means ${CONGESTED_RULE}). Here: ${values}` });
+      ? { kind: "congested", text: `congested: ${CONGESTED_RULE}. Here, newest minute: ${values}` }
+      : { kind: "ok", text: `not congested (congested: ${CONGESTED_RULE}). Here, newest minute: ${values}` });
     lines.push({ kind: "utilisation", text: utilisationText(link) });
     if (link.stale) lines.push({ kind: "stale", text: `stale: ${STALE_RULE} (${freshness(link.last_measurement)})` });
     if (link.clock_suspect) {

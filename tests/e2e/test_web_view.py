@@ -235,7 +235,7 @@ def check_page(page, source: str, destination: str, pairs: int) -> None:
     congested_pair = page.locator("#pair-select option", has_text="congested").first
     page.select_option("#pair-select", congested_pair.get_attribute("value"))
     status = page.locator("#detail-status li.congested")
-    expect(status).to_contain_text(f"congested: {CONGESTED_RULE}. Here: loss ")
+    expect(status).to_contain_text(f"congested: {CONGESTED_RULE}. Here, newest minute: loss ")
     expect(status).to_contain_text(re.compile(r"against all-time minimum -?\d+\.\d\d \+ std"))
     expect(page.locator("#detail-status li.utilisation")).to_contain_text("utilisation")
     expect(page.locator("#charts .chart")).to_have_count(3)
