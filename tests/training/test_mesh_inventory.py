@@ -53,7 +53,7 @@ def test_the_demo_rse_map_gives_the_rucio_table_a_disk_at_every_site(tmp_path: P
         "SITE-03_DATADISK": "SITE-03",
     }
     links = [{"source": "SITE-02", "destination": "SITE-01", "cost": 0.25}]
-    assert build_rucio_table(links, load_rse_map(rse_map)).splitlines() == [
+    assert build_rucio_table(links, load_rse_map(rse_map)).text.splitlines() == [
         "SITE-01,SITE-01_DATADISK,0.0000",
         "SITE-01,SITE-02_DATADISK,0.2500",
         "SITE-02,SITE-02_DATADISK,0.0000",
