@@ -4,9 +4,10 @@
 #   bash scripts/run.sh [extra `nettel serve` arguments]
 #
 # Without NETTEL_BROKERS: starts a private ActiveMQ on 127.0.0.1:${NETTEL_BROKER_PORT:-61613}
-# (data in run/activemq), `nettel serve --topology run/topology.json` (the demo mesh's sites as a
-# CRIC rcsite export, written first by `nettel simulate --no-feed`) and, once serve has
-# subscribed, the seeded demo feed (`nettel simulate`).
+# (data in run/activemq), `nettel serve --topology run/topology.json --rse-map run/rse-map.json`
+# (the demo mesh's sites as a CRIC rcsite export and one Rucio disk RSE per site, written first
+# by `nettel simulate --no-feed`) and, once serve has subscribed, the seeded demo feed
+# (`nettel simulate`).
 # With NETTEL_BROKERS=host:port[,host:port]: only `nettel serve`, against those brokers.
 # NETTEL_LISTEN (default 127.0.0.1:8080) is where the HTTP API listens. Logs go to run/logs/
 # (NETTEL_RUN_DIR moves run/ elsewhere; the tests use that).
@@ -80,7 +81,7 @@ subscribed() {  # serve's broker link counts as connected once it has sent its S
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 
-SERVE_TOPOLOGY=()  # the demo's sites; a --topology among the arguments comes later and wins
+SERVE_TOPOLOGY=()  # the demo's sites and RSEs; the same flags among the arguments come later and win
 if [ -z "${NETTEL_BROKERS:-}" ]; then
     BROKERS="127.0.0.1:$BROKER_PORT"
     start_bg activemq .venv/bin/python -m devtools.activemq start \
@@ -88,9 +89,10 @@ if [ -z "${NETTEL_BROKERS:-}" ]; then
     wait_for "ActiveMQ" "${PIDS[-1]}" "$RUN_DIR/logs/activemq.log" \
         grep -q "activemq: ready" "$RUN_DIR/logs/activemq.log" || { stop_all; exit 1; }
     TOPOLOGY="$RUN_DIR/topology.json"
-    .venv/bin/nettel simulate --seed 1 --write-topology "$TOPOLOGY" --no-feed ||
-        { stop_all; exit 1; }
-    SERVE_TOPOLOGY=(--topology "$TOPOLOGY")
+    RSE_MAP="$RUN_DIR/rse-map.json"
+    .venv/bin/nettel simulate --seed 1 --write-topology "$TOPOLOGY" --write-rse-map "$RSE_MAP" \
+        --no-feed || { stop_all; exit 1; }
+    SERVE_TOPOLOGY=(--topology "$TOPOLOGY" --rse-map "$RSE_MAP")
 else
     BROKERS="$NETTEL_BROKERS"
 fi
@@ -111,8 +113,10 @@ cat <<EOF
 
 nettel is running (brokers: $BROKERS). Open:
   $URL/            (live web view)
-  $URL/costmatrix
-  $URL/docs
+  $URL/costmatrix  (?level=site: site pairs)
+  $URL/costmatrix.csv?format=rucio   (Rucio's custom_table, with the demo's RSE map)
+  $URL/alto        (ALTO directory)
+  $URL/docs        (API reference; also /redoc)
   $URL/metrics
   $URL/readyz
 Logs: $RUN_DIR/logs/. Press Ctrl-C to stop.

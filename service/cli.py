@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from service.client_cli import add_costmatrix_command
-from service.config import Settings, comma_separated, load_settings, parse_address
+from service.config import (
+    ENV_ONLY_SETTINGS,
+    Settings,
+    comma_separated,
+    load_settings,
+    parse_address,
+)
 from service.errors import ConfigError
 from service.log_format import configure_logging
 from service.rucio_sync_command import add_rucio_sync_command
@@ -27,9 +33,6 @@ from training.cli_commands import (
     run_simulate_capture,
 )
 from training.dataset_command import add_dataset_command
-
-#: Secrets are never taken from the command line, where `ps` would show them.
-ENV_ONLY_SETTINGS = {"broker_password", "admin_token", "ingest_token", "warm_token"}
 
 #: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
 BACKFILL_COMMAND_SETTINGS = (
@@ -110,12 +113,13 @@ def _run_serve(args: argparse.Namespace) -> int:
     from service.memory import relax_garbage_collection
     from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
     from service.publish.app import create_app
-    from service.publish.http_server import serve_http
+    from service.publish.http_server import bind_listener, serve_http
     from service.publish.lifespan import service_lifespan
     from service.runtime import build_runtime
 
     overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
     settings = load_settings(**overrides)
+    listener = bind_listener(*settings.listen)  # before anything connects to a broker
     configure_logging(settings.log_level)
     log = logging.getLogger("nettel")
     scanner = {"histogram_scanner": SCANNER_IMPLEMENTATION}
@@ -127,7 +131,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     relax_garbage_collection()
     host, port = settings.listen
     log.info("serving", extra={"url": f"http://{host}:{port}"})
-    serve_http(app, host, port)
+    serve_http(app, listener)
     return 0
 
 
@@ -202,10 +206,18 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="first write the mesh's sites as a CRIC rcsite export (for serve --topology)",
     )
     simulate.add_argument(
+        "--write-rse-map",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="first write an RSE map, one <site>_DATADISK per site (for serve --rse-map)",
+    )
+    simulate.add_argument(
         "--no-feed",
         dest="feed",
         action="store_false",
-        help="only write --write-topology's file, publish nothing (no broker needed)",
+        help="only write the --write-topology and --write-rse-map files, publish nothing (no "
+        "broker needed)",
     )
     add_simulate_capture_options(simulate)
     simulate.set_defaults(run=_run_simulate)
@@ -218,18 +230,24 @@ def _run_simulate(args: argparse.Namespace) -> int:
         return run_simulate_capture(args)
     if args.sites < 2 or args.backfill_minutes < 0:
         raise ConfigError("--sites must be >= 2 and --backfill-minutes >= 0")
-    if not args.feed and args.write_topology is None:
-        raise ConfigError("--no-feed needs --write-topology: there would be nothing to do")
+    if not args.feed and args.write_topology is None and args.write_rse_map is None:
+        raise ConfigError(
+            "--no-feed needs --write-topology or --write-rse-map: there would be nothing to do"
+        )
     try:
         brokers = [parse_address(part) for part in comma_separated(args.brokers)]
     except ValueError as error:
         raise ConfigError(f"--brokers: {error}") from None
     configure_logging()
-    if args.write_topology is not None:
-        from training.mesh_inventory import write_cric_export
+    if args.write_topology is not None or args.write_rse_map is not None:
+        from training.mesh_inventory import write_cric_export, write_rse_map
         from training.simulator import build_mesh
 
-        write_cric_export(build_mesh(args.sites, args.seed), args.write_topology)
+        mesh = build_mesh(args.sites, args.seed)
+        if args.write_topology is not None:
+            write_cric_export(mesh, args.write_topology)
+        if args.write_rse_map is not None:
+            write_rse_map(mesh, args.write_rse_map)
     if not args.feed:
         return 0
     stop = threading.Event()

@@ -1,7 +1,8 @@
 """`nettel costmatrix`: print a running service's site-level matrix as an aligned table.
 
-Rows are site pairs, costliest first; `--site X` keeps the pairs with X at either end and
-`--top N` the first N rows.
+Rows are site pairs, costliest first; `--site X` keeps the pairs with X at either end (a
+site, or a host without one: at the site level it stands for itself) and `--top N` the first N
+rows. Exit status 1 when the service cannot answer or names no such site or host.
 """
 
 from __future__ import annotations
@@ -37,16 +38,32 @@ def _run(args: argparse.Namespace) -> int:
 def run_costmatrix(
     url: str, *, site: str | None = None, top: int | None = None, out: TextIO = sys.stdout
 ) -> int:
-    """Fetch `/costmatrix?level=site` from `url` and print it; 1 when the service cannot answer."""
+    """Fetch `/costmatrix?level=site` from `url` and print it; 1 when the service cannot answer
+    or has no site (or host) `site`."""
     try:
         response = httpx.get(f"{url.rstrip('/')}/costmatrix", params={"level": "site"}, timeout=10)
         response.raise_for_status()
     except httpx.HTTPError as error:
         print(f"nettel: cannot get the cost matrix from {url}: {error}", file=sys.stderr)
         return 1
-    links = select_links(response.json()["links"], site, top)
-    out.write(format_table(links, now=time.time()))
+    links = response.json()["links"]
+    if site is not None and site not in (names := site_names(links)):
+        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+        print(
+            f"nettel: no site or host {site!r} in the matrix ({shown or 'empty'})", file=sys.stderr
+        )
+        return 1
+    out.write(format_table(select_links(links, site, top), now=time.time()))
     return 0
+
+
+def site_names(links: Sequence[dict[str, Any]]) -> list[str]:
+    """The sites (and hosts without one) at either end of the site-level pairs, sorted.
+
+    >>> site_names([{"source": "RAL", "destination": "CERN"}])
+    ['CERN', 'RAL']
+    """
+    return sorted({link[side] for link in links for side in ("source", "destination")})
 
 
 def select_links(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import ssl
 from pathlib import Path
@@ -19,6 +20,8 @@ DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 
 Address = tuple[str, int]
+#: Secrets are never taken from the command line, where `ps` would show them.
+ENV_ONLY_SETTINGS = frozenset({"broker_password", "admin_token", "ingest_token", "warm_token"})
 #: `--brokers none`: no bus; pScheduler runs over HTTP are the only input.
 NO_BROKERS = "none"
 #: The brokers' kind (`service.broker.flavour`); auto: from the broker's CONNECTED frame.
@@ -27,13 +30,34 @@ BrokerFlavour = Literal["auto", "activemq", "rabbitmq", "artemis"]
 EmpiricalFilterInput = Literal["newest-minute", "netTel"]
 
 
+#: A DNS name (labels of letters, digits, `-` and `_`, dot-separated, an optional final dot).
+_HOST_NAME = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9_-]{1,63}(?<!-))*\.?$")
+
+
 def parse_address(text: str) -> Address:
-    """`host:port` (IPv6 hosts in brackets) -> (host, port)."""
+    """`host:port` (IPv6 hosts in brackets) -> (host, port); the host a DNS name or IP literal.
+
+    >>> parse_address("[::1]:61613"), parse_address("mq.example.org:61613")
+    (('::1', 61613), ('mq.example.org', 61613))
+    """
     host, sep, port = text.strip().rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"{text!r} is not host:port")
+    if not _is_ip(host) and not _HOST_NAME.match(host):
+        raise ValueError(
+            f"{text!r} is not host:port: {host!r} is neither a host name nor an IP address "
+            "(several host:port are separated by commas)"
+        )
     return host, int(port)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def comma_separated(value: str) -> list[str]:
@@ -115,6 +139,15 @@ class Settings(BaseSettings):
         "ActiveMQ and Artemis ignore it)",
     )
     heartbeat_ms: int = Field(10_000, ge=0, le=600_000, description="STOMP heart-beat period (ms)")
+    heartbeat_tolerance: float = Field(
+        3.0,
+        ge=1.5,
+        le=60,
+        description="heart-beat periods without a byte from the broker before its connection "
+        "counts as lost; the CONNECT frame also promises the broker a beat only every "
+        "heartbeat_ms x this (nettel still sends one every heartbeat_ms), so a process stalled "
+        "for up to (tolerance - 1) periods (a busy machine, a long pause) keeps its connection",
+    )
     delay_topic: str = Field(DELAY_TOPIC, min_length=1, description="histogram-owdelay topic")
     loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
     subscription: Literal["durable", "virtual", "plain"] = Field(
@@ -383,13 +416,16 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_files(self) -> Settings:
-        secret_files = (self.broker_password_file, self.admin_token_file, self.ingest_token_file)
-        for path in (*secret_files, self.warm_token_file, self.rse_map):
+        files = ("broker_password_file", "admin_token_file", "ingest_token_file", "warm_token_file")
+        for name in (*files, "rse_map"):
+            path = getattr(self, name)
             if path is not None and not path.is_file():
-                raise ValueError(f"file {path} does not exist")
+                raise ValueError(f"{setting_name(name)}: file {path} does not exist")
         self._check_tls_files()
         if self.subscription == "virtual" and self.broker_flavour in ("rabbitmq", "artemis"):
-            raise ValueError("subscription virtual (ActiveMQ virtual topics) needs ActiveMQ")
+            raise ValueError(
+                f"{setting_name('subscription')} virtual (ActiveMQ virtual topics) needs ActiveMQ"
+            )
         if not self.brokers:
             self._check_without_brokers()
         return self
@@ -398,16 +434,21 @@ class Settings(BaseSettings):
         """--brokers none: runs come over HTTP only, and nothing may need a broker."""
         if self.ingest_bearer_token() is None:
             raise ValueError(
-                "brokers: none leaves /ingest/pscheduler as the only input: set an ingest token "
-                "(NETTEL_INGEST_TOKEN or --ingest-token-file)"
+                f"{setting_name('brokers')} none leaves /ingest/pscheduler as the only input: "
+                "set an ingest token (NETTEL_INGEST_TOKEN or --ingest-token-file)"
             )
         if self.ha_group is not None:
-            raise ValueError("ha_group elects through the broker: it needs brokers")
+            raise ValueError(
+                f"{setting_name('ha_group')} elects through the broker: it needs brokers"
+            )
 
     @model_validator(mode="after")
     def _check_lease(self) -> Settings:
         if self.ha_lease_timeout < 2 * self.ha_lease_interval:
-            raise ValueError("ha_lease_timeout must be at least 2 x ha_lease_interval")
+            raise ValueError(
+                f"{setting_name('ha_lease_timeout')} must be at least 2 x "
+                f"{setting_name('ha_lease_interval')}"
+            )
         return self
 
     def _check_tls_files(self) -> None:
@@ -418,11 +459,16 @@ class Settings(BaseSettings):
         }
         for name, path in files.items():
             if path is not None and not path.is_file():
-                raise ValueError(f"{name}: file {path} does not exist")
+                raise ValueError(f"{setting_name(name)}: file {path} does not exist")
             if path is not None and not self.broker_tls:
-                raise ValueError(f"{name} is set but broker_tls is off")
+                raise ValueError(
+                    f"{setting_name(name)} is set but {setting_name('broker_tls')} is off"
+                )
         if (self.broker_cert_file is None) != (self.broker_key_file is None):
-            raise ValueError("broker_cert_file and broker_key_file must be given together")
+            raise ValueError(
+                f"{setting_name('broker_cert_file')} and {setting_name('broker_key_file')} "
+                "must be given together"
+            )
         _check_pem_files(self.broker_ca_file, self.broker_cert_file, self.broker_key_file)
 
     def broker_passcode(self) -> str | None:
@@ -460,14 +506,16 @@ def _check_pem_files(ca: Path | None, cert: Path | None, key: Path | None) -> No
         if ca is not None:
             context.load_verify_locations(cafile=ca)
     except OSError:  # ssl.SSLError included
-        raise ValueError(f"broker_ca_file: {ca} holds no PEM CA certificate") from None
+        raise ValueError(
+            f"{setting_name('broker_ca_file')}: {ca} holds no PEM CA certificate"
+        ) from None
     try:
         if cert is not None and key is not None:
             context.load_cert_chain(cert, key, password=lambda: b"")  # never prompt
     except OSError:
         raise ValueError(
-            f"broker_cert_file/broker_key_file: {cert} and {key} are not a matching PEM "
-            "certificate and unencrypted private key"
+            f"{setting_name('broker_cert_file')}, {setting_name('broker_key_file')}: {cert} and "
+            f"{key} are not a matching PEM certificate and unencrypted private key"
         ) from None
 
 
@@ -495,12 +543,28 @@ def _secret(value: SecretStr | None, path: Path | None) -> str | None:
     return value.get_secret_value() if value else None
 
 
+def setting_name(name: str) -> str:
+    """How an operator gives the setting `name`: its flag and its environment variable.
+
+    >>> setting_name("retire_after"), setting_name("admin_token")
+    ('--retire-after / NETTEL_RETIRE_AFTER', 'NETTEL_ADMIN_TOKEN')
+    """
+    variable = f"NETTEL_{name.upper()}"
+    return variable if name in ENV_ONLY_SETTINGS else f"--{name.replace('_', '-')} / {variable}"
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment with `overrides` (CLI flags) on top; ConfigError if invalid."""
+    """Settings from the environment with `overrides` (CLI flags) on top; ConfigError if invalid,
+    each problem named by the flag and environment variable that set it."""
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in error.errors()
-        )
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
         raise ConfigError(f"invalid settings: {problems}") from None
+
+
+def _problem(location: tuple[int | str, ...], message: str) -> str:
+    message = message.removeprefix("Value error, ")
+    if location and location[0] in Settings.model_fields:
+        return f"{setting_name(str(location[0]))}: {message}"
+    return message

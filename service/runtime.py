@@ -326,6 +326,7 @@ def broker_access(settings: Settings) -> BrokerAccess:
         user=settings.broker_user,
         passcode=settings.broker_passcode(),
         heartbeat_ms=settings.heartbeat_ms,
+        heartbeat_tolerance=settings.heartbeat_tolerance,
         tls=broker_tls_files(settings),
         vhost=settings.broker_vhost,
     )

@@ -41,6 +41,7 @@ def test_an_archive_url_with_its_companions_makes_the_backfill_settings(
     ],
 )
 def test_invalid_backfill_settings_stop_the_start(setting: str, value: str) -> None:
-    with pytest.raises(ConfigError, match=setting) as refused:
+    flag_and_variable = f"--{setting.replace('_', '-')} / NETTEL_{setting.upper()}"
+    with pytest.raises(ConfigError, match=flag_and_variable) as refused:
         load_settings(**{setting: value})
     assert "secret-pw" not in str(refused.value)

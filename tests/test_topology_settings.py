@@ -33,9 +33,9 @@ def test_a_file_or_an_https_url_is_accepted(tmp_path: Path) -> None:
         ({"topology": "https:///x"}, "URL without a host"),
         ({"topology": "https://a.example.org/x,/nonexistent/b.json"}, "file /nonexistent/b.json"),
         ({"topology": " , "}, "no file or URL given"),
-        ({"topology_refresh": -1}, "topology_refresh"),
-        ({"topology_refresh": 8 * 86_400}, "topology_refresh"),
-        ({"psconfig_site_key": ""}, "psconfig_site_key"),
+        ({"topology_refresh": -1}, "--topology-refresh / NETTEL_TOPOLOGY_REFRESH"),
+        ({"topology_refresh": 8 * 86_400}, "--topology-refresh"),
+        ({"psconfig_site_key": ""}, "--psconfig-site-key / NETTEL_PSCONFIG_SITE_KEY"),
     ],
 )
 def test_refused_values_name_the_setting(overrides: dict[str, object], message: str) -> None:

@@ -1,9 +1,11 @@
-"""The simulated mesh as WLCG's inventory would list it: a CRIC `rcsite` export.
+"""The simulated mesh as WLCG's inventory would list it: a CRIC `rcsite` export, and the
+Rucio RSE map of its storage.
 
 Each site gets what CRIC gives a real one: coordinates, a tier, its latency host as a
 `PerfSonar` service and a netroute with its networks (the host's /24, and an IPv6 /48 from the
 documentation range), so `nettel serve --topology` maps the demo's links to sites by host name
-and by address alike.
+and by address alike. Each site also has one disk RSE, `<site>_DATADISK`, so that the demo's
+`nettel serve --rse-map` answers `/costmatrix.csv?format=rucio`.
 """
 
 from __future__ import annotations
@@ -42,8 +44,27 @@ def build_cric_export(mesh: Mesh) -> dict[str, Any]:
 
 def write_cric_export(mesh: Mesh, path: Path) -> None:
     """Write `build_cric_export(mesh)` as JSON, atomically (a reader never sees half a file)."""
+    _write_json(build_cric_export(mesh), path)
+
+
+def build_rse_map(mesh: Mesh) -> dict[str, str]:
+    """RSE name -> site of the mesh's storage: one `<site>_DATADISK` per site.
+
+    >>> from training.simulator import build_mesh
+    >>> build_rse_map(build_mesh(2, seed=1))
+    {'SITE-01_DATADISK': 'SITE-01', 'SITE-02_DATADISK': 'SITE-02'}
+    """
+    return {f"{site}_DATADISK": site for site in mesh.site_names}
+
+
+def write_rse_map(mesh: Mesh, path: Path) -> None:
+    """Write `build_rse_map(mesh)` as JSON (what `--rse-map` reads), atomically."""
+    _write_json(build_rse_map(mesh), path)
+
+
+def _write_json(document: dict[str, Any], path: Path) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(orjson.dumps(build_cric_export(mesh), option=orjson.OPT_INDENT_2))
+    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     os.replace(temporary, path)
 
 

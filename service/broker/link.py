@@ -56,15 +56,30 @@ class BrokerAccess:
     """Where and how every connection of nettel reaches the brokers (one place for all users).
 
     `brokers` is the failover list; `vhost` the CONNECT frame's `host` header (stomp.py's
-    default: the broker's host name); `tls` None for plain TCP.
+    default: the broker's host name); `tls` None for plain TCP. Heart-beats go both ways every
+    `heartbeat_ms` (0: none); `heartbeat_tolerance` is the grace the STOMP spec asks receivers
+    to allow, on both sides (`heartbeat_header`).
     """
 
     brokers: Sequence[Address]
     user: str | None = None
     passcode: str | None = field(default=None, repr=False)
     heartbeat_ms: int = 10_000
+    heartbeat_tolerance: float = 3.0
     tls: TlsFiles | None = None
     vhost: str | None = None
+
+
+def heartbeat_header(heartbeat_ms: int, tolerance: float) -> tuple[int, int]:
+    """The CONNECT frame's `heart-beat` (cx, cy): a beat is sent every `heartbeat_ms` but only
+    one every `tolerance` periods is promised, so the broker, which closes a connection silent
+    for about cx, waits out a stall of this process; cy asks the broker for one every period,
+    and the connection counts as lost after `tolerance` of those without a byte.
+
+    >>> heartbeat_header(10_000, 3.0), heartbeat_header(0, 3.0)
+    ((30000, 10000), (0, 0))
+    """
+    return round(heartbeat_ms * tolerance), heartbeat_ms
 
 
 def backoff_seconds(failures: int, cap: float) -> float:
@@ -128,6 +143,7 @@ class BrokerLink:
         self._stopping = threading.Event()
         self._down_since: float | None = time.monotonic()
         self._down_total = 0.0
+        self._connections = 0
         self._thread = threading.Thread(
             target=self._supervise, name=f"{label.replace(' ', '-')}-link", daemon=True
         )
@@ -146,6 +162,11 @@ class BrokerLink:
         """The connection, once connected within `timeout` seconds; None if still down."""
         self._up.wait(timeout)
         return self.connection
+
+    @property
+    def connections(self) -> int:
+        """Connections made since creation: 1 while the first one holds, more after each loss."""
+        return self._connections
 
     def disconnected_seconds(self) -> float:
         """Total time without a broker connection since creation (including now, if down)."""
@@ -188,9 +209,14 @@ class BrokerLink:
 
     def _connect(self) -> bool:
         self._close()
-        beats = (self._access.heartbeat_ms, self._access.heartbeat_ms)
+        access = self._access
         connection = BufferedConnection12(
-            self._brokers, heartbeats=beats, reconnect_attempts_max=1, vhost=self._access.vhost
+            self._brokers,
+            heartbeats=heartbeat_header(access.heartbeat_ms, access.heartbeat_tolerance),
+            heart_beat_receive_scale=access.heartbeat_tolerance,
+            send_every_ms=access.heartbeat_ms,
+            reconnect_attempts_max=1,
+            vhost=access.vhost,
         )
         watch = _Watch(self, connection)
         connection.set_listener("broker-link", watch)
@@ -204,7 +230,6 @@ class BrokerLink:
                 ca_certs=self._tls.ca_file,
             )
         try:
-            access = self._access
             connection.connect(
                 access.user, access.passcode, wait=True, headers=self._connect_headers
             )
@@ -236,6 +261,7 @@ class BrokerLink:
         if self._down_since is not None:
             self._down_total += time.monotonic() - self._down_since
             self._down_since = None
+        self._connections += 1
         self._up.set()
 
     def _mark_down(self) -> None:

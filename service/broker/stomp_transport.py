@@ -159,18 +159,35 @@ class BufferedTransport(stomp.transport.Transport):
 
 
 class BufferedConnection12(stomp.Connection12):
-    """stomp.Connection12 over a BufferedTransport; `options` go to the transport."""
+    """stomp.Connection12 over a BufferedTransport; `options` go to the transport.
+
+    `heartbeats` and `heart_beat_receive_scale` are stomp.py's: what the CONNECT frame asks
+    (cx, cy in ms) and how many of the agreed receive periods pass without a byte from the
+    broker before the connection counts as lost. With `send_every_ms`, heart-beats go out at
+    least that often even when cx promised the broker fewer: sending sooner than promised is
+    always allowed, and the broker's own timeout then leaves room for this process to stall.
+    """
 
     def __init__(
         self,
         host_and_ports: Sequence[tuple[str, int]],
         heartbeats: tuple[int, int] = (0, 0),
+        heart_beat_receive_scale: float = 1.5,
+        send_every_ms: int = 0,
         **options: Any,
     ) -> None:
         # Built as stomp.Connection12 builds itself, with the other transport.
         transport = BufferedTransport(host_and_ports, **options)
         BaseConnection.__init__(self, transport)
-        Protocol12.__init__(self, transport, heartbeats)
+        Protocol12.__init__(
+            self, transport, heartbeats, heart_beat_receive_scale=heart_beat_receive_scale
+        )
+        self._send_every = send_every_ms / 1000
+
+    def on_connected(self, frame: Frame) -> None:
+        super().on_connected(frame)
+        if self._send_every and getattr(self, "send_sleep", 0):
+            self.send_sleep = min(self.send_sleep, self._send_every)
 
     @property
     def server(self) -> str | None:

@@ -1,13 +1,14 @@
 """PUT and POST /ingest/pscheduler: pScheduler's `http` archiver sends one run record a request.
 
 The endpoint only decides whether to take a run in: the token (bearer, or HTTP Basic with the
-token as password), the client's rate, the body's size, room in the ingest queue and, for a
-body long enough to hold too many, the delay histogram's buckets, in that order. A run taken in
-is queued as a frame of PSCHEDULER_DESTINATION and answered 202 at once; the frame batcher
-parses and applies it with the bus messages, so what becomes of it (applied, duplicate,
-failed, ignored, refused) shows in the metrics, not in the response. Refusals are counted in
-`nettel_rejected_total` like refused messages; 429 and 503 carry `Retry-After`, 413 does not
-(the same run would be refused again).
+token as password), the client's rate, the body's size, room in the ingest queue, then whether
+the body is a run record at all (400: not JSON, not an object, no `test`, `run` or `result`)
+and the delay histogram's buckets (413), in that order. A run taken in is queued as a frame of
+PSCHEDULER_DESTINATION and answered 202 at once; the frame batcher parses and applies it with
+the bus messages, so what becomes of a run record (applied, duplicate, failed, ignored,
+refused) shows in the metrics, not in the response. Refusals are counted in
+`nettel_rejected_total` like refused messages; 429 and 503 carry `Retry-After`, 400 and 413 do
+not (the same run would be refused again).
 
 It is an ASGI middleware in front of the FastAPI app rather than a route of it: a toolkit mesh
 posts thousands of runs a second, and FastAPI's routing, dependencies and response handling
@@ -27,7 +28,7 @@ from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.http_auth import carries_token
 from service.ingest.pipeline import PSCHEDULER_DESTINATION, IngestPipeline
 from service.ingest.rate_limit import ClientRateLimiter
-from service.parse.pscheduler import excess_buckets
+from service.parse.pscheduler import screen_run_record
 
 #: Seconds a client is asked to wait when ingest is behind (its queue full).
 QUEUE_FULL_RETRY_SECONDS = 10
@@ -82,9 +83,10 @@ class PschedulerIntake:
         """Queue the run; 202, or why not."""
         if len(body) > self.max_body_bytes:
             return self._too_large()
-        excess = excess_buckets(body, self.max_buckets)
-        if excess is not None:
-            return self._refusal(413, RejectReason.TOO_LARGE, excess)
+        refusal = screen_run_record(body, self.max_buckets)
+        if refusal is not None:
+            status = 413 if refusal.reason is RejectReason.TOO_LARGE else 400
+            return self._refusal(status, refusal.reason, refusal.detail)
         if not self.batcher.offer(PSCHEDULER_DESTINATION, body, self.max_queued_bytes):
             return self._queue_full()
         return QUEUED

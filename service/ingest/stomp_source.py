@@ -137,6 +137,11 @@ class StompSource:
     def connected(self) -> bool:
         return self._link.connected
 
+    @property
+    def connections(self) -> int:
+        """Broker connections made since start (a reconnect adds one)."""
+        return self._link.connections
+
     def disconnected_seconds(self) -> float:
         """Total time without a broker connection since start (including now, if down)."""
         return self._link.disconnected_seconds()

@@ -71,6 +71,11 @@ class CostMatrix:
             return list(self.links)
         return [self.links[row] for row in sorted(rows)]
 
+    def knows(self, name: str) -> bool:
+        """Whether `name` is the IP, host or site of either end of some link."""
+        index = self._rows_by_endpoint
+        return name in index["source"] or name in index["destination"]
+
     def document(self, links: list[LinkRecord] | tuple[LinkRecord, ...]) -> dict[str, Any]:
         """The /costmatrix JSON document for a subset of links."""
         return matrix_document(self.generated_at, self.model, links)

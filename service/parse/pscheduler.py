@@ -22,7 +22,6 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import numpy as np
-import orjson
 
 from service.errors import RejectedInput, RejectReason
 from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
@@ -74,24 +73,32 @@ _Histogram = tuple[ParsedMessage, RawHistogram, float]
 _HISTOGRAM_FIELDS = ("histogram-latency", "histogram-ttl")
 
 
-#: The fewest bytes a histogram bucket takes in JSON (`"1":1,`).
-MIN_BUCKET_BYTES = 6
+def screen_run_record(body: bytes, max_buckets: int) -> RejectedInput | None:
+    """Why `body` cannot be taken in as a pScheduler run record, or None: it must be a JSON
+    object with `test` (its `type` a string), `run` and `result` objects, and a delay histogram
+    of at most `max_buckets` buckets. This runs before a run is queued, so that a misconfigured
+    archiver hears why; what a latency run holds (spec, times, counts) is read when it is parsed.
 
-
-def excess_buckets(body: bytes, max_buckets: int) -> str | None:
-    """Why a run record's delay histogram has more than `max_buckets` buckets, or None (also for
-    a body the parser will refuse for another reason). Only a body long enough to hold that many
-    buckets is decoded: this runs before a run is taken in, and a latency run is ~2 KB."""
-    if len(body) < max_buckets * MIN_BUCKET_BYTES:
-        return None
+    >>> screen_run_record(b'{"test": {"type": "rtt"}, "run": {}}', 10)
+    RejectedInput('missing_field: result')
+    >>> screen_run_record(b'{"test": {"type": "rtt"}, "run": {}, "result": {}}', 10) is None
+    True
+    """
     try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    result = document.get("result") if isinstance(document, dict) else None
-    histogram = result.get("histogram-latency") if isinstance(result, dict) else None
+        document = load_object(body)
+        test = require_object(document.get("test"), "test")
+        test_type = test.get("type")
+        if not isinstance(test_type, str):
+            reason = RejectReason.MISSING_FIELD if test_type is None else RejectReason.BAD_VALUE
+            raise RejectedInput(reason, "test.type")
+        require_object(document.get("run"), "run")
+        result = require_object(document.get("result"), "result")
+    except RejectedInput as rejection:
+        return rejection
+    histogram = result.get("histogram-latency")
     if isinstance(histogram, dict) and len(histogram) > max_buckets:
-        return f"histogram-latency has {len(histogram)} buckets, over {max_buckets}"
+        detail = f"histogram-latency has {len(histogram)} buckets, over {max_buckets}"
+        return RejectedInput(RejectReason.TOO_LARGE, detail)
     return None
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from service.build_info import package_version
 from service.ingest.pscheduler_http import PschedulerIngest
@@ -19,19 +20,26 @@ from service.publish.ecosystem import build_ecosystem
 from service.publish.metrics import build_registry
 from service.publish.rucio import build_rucio_router
 from service.publish.stream import build_stream_router
-from service.publish.web import add_web_view
+from service.publish.web import add_redoc, add_web_view
 from service.runtime import Runtime
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
-    """The HTTP API over `runtime`; `lifespan` starts and stops what the caller wants run."""
-    app = FastAPI(
+    """The HTTP API over `runtime`; `lifespan` starts and stops what the caller wants run.
+
+    `/docs` (Swagger UI) and `/redoc` load their scripts, styles and icon from the installed
+    fastapi-offline package (under /static-offline-docs), never from a CDN: the pages work on a
+    machine without internet access (`service.publish.web`).
+    """
+    app = FastAPIOffline(
         title="nettel",
         summary="Live network link cost matrix from perfSONAR delay and loss.",
         version=package_version(),
         lifespan=lifespan,
+        redoc_url=None,  # add_api_docs serves it, without ReDoc's one remote image
+        swagger_ui_parameters={"validatorUrl": None},  # no badge from validator.swagger.io
     )
     app.state.runtime = runtime
     app.state.ecosystem = ecosystem = build_ecosystem(runtime)
@@ -42,4 +50,5 @@ def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
     app.include_router(build_stream_router(dependencies.get_stream))
     app.add_middleware(PschedulerIngest, intake=runtime.intake)
     add_web_view(app)
+    add_redoc(app)
     return app

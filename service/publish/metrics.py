@@ -202,6 +202,12 @@ def _broker(source: StompSource) -> Iterator[GaugeMetricFamily | CounterMetricFa
         "Time without a broker connection since start.",
         value=source.disconnected_seconds(),
     )
+    yield CounterMetricFamily(
+        "nettel_broker_connections",
+        "Broker connections made since start: each one after the first is a reconnect, and "
+        "every reconnect makes the broker redeliver what was not yet acknowledged.",
+        value=source.connections,
+    )
 
 
 def _high_availability(runtime: Runtime) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

@@ -49,6 +49,10 @@ router = APIRouter()
     response_model=CostMatrixOut | DenseMatrixOut,
     responses={
         304: {"description": "unchanged since the ETag given in If-None-Match"},
+        404: {
+            "description": "source or destination names no site, host name or address of any "
+            "link (a known name without links in that direction: 200 with no links)"
+        },
         503: {"description": "no cost matrix computed yet"},
     },
 )
@@ -63,6 +67,13 @@ async def costmatrix(
     """The current link cost matrix, optionally filtered, aggregated by site or dense."""
     if source is None and destination is None and level == "host" and format == "links":
         return _full_matrix_response(request, matrix)
+    filters = {"source": source, "destination": destination}
+    unknown = [
+        f"{side}={name}" for side, name in filters.items() if name and not matrix.knows(name)
+    ]
+    if unknown:
+        detail = f"no site, host name or address in the matrix matches {' and '.join(unknown)}"
+        raise HTTPException(404, detail)
     links = matrix.select(source, destination)
     if len(links) > INLINE_LINKS:
         return await run_in_threadpool(_selection_response, matrix, links, level, format)

@@ -47,7 +47,7 @@ def _load_one(source: str, site_key: str) -> LoadedTopology:
     where = _display(source)
     try:
         data = _fetch(source) if urlsplit(source).scheme in ("http", "https") else _read(source)
-        layout, topology = parse_topology(_decode(data), site_key)
+        layout, topology = parse_topology(decode_document(data, source), site_key)
     except httpx.HTTPStatusError as error:  # its text names the URL, which may hold a secret
         raise ConfigError(f"topology {where}: HTTP {error.response.status_code}") from None
     except (OSError, httpx.HTTPError, yaml.YAMLError, ValueError) as error:
@@ -78,12 +78,30 @@ def _check_size(size: int) -> None:
         raise ValueError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
 
 
-def _decode(data: bytes) -> Any:
-    """JSON (fast, for large inventory exports), else YAML."""
+def decode_document(data: bytes, source: str) -> Any:
+    """A JSON document (a `.json` source, or one that opens with `{` or `[`: CRIC, pSConfig)
+    or else YAML; ValueError saying at which line and column it breaks, in one line (a YAML
+    parser's view of broken JSON would only confuse).
+
+    >>> decode_document(b'{"CERN-PROD": ["psl01.cern.ch",]}', "sites.json")
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid JSON at line 1, column 31: trailing comma is not allowed
+    >>> decode_document(b"CERN-PROD: [psl01.cern.ch]", "sites.yaml")
+    {'CERN-PROD': ['psl01.cern.ch']}
+    """
     try:
         return orjson.loads(data)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as error:
+        if urlsplit(source).path.lower().endswith(".json") or data.lstrip()[:1] in (b"{", b"["):
+            message = f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+            raise ValueError(message) from None
+    try:
         return yaml.safe_load(data)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ValueError(f"invalid YAML{where}: {error.problem or error.context}") from None
 
 
 def _display(source: str) -> str:

@@ -15,6 +15,14 @@
   ];
   const HISTORY_POINTS = 240;
   const DETAIL_REFRESH_MS = 20000;
+  // The empirical filter's rule, as the service applies it (service/analysis/empirical_filter.py).
+  const LOSS_THRESHOLD = 1e-4;
+  const CONGESTED_RULE =
+    "loss above 0.01 % and delay above the link's all-time minimum plus one standard deviation";
+  const STALE_RULE = "no datapoint for 5 minutes: the values are from the newest one";
+  const CLOCK_RULE =
+    "negative one-way delays in the window: the two hosts' clocks disagree, so delays " +
+    "(and the cost from them) cannot be trusted";
 
   const state = {
     links: new Map(), // "source\0destination" -> site-level record
@@ -32,6 +40,7 @@
   const fmt = (value, digits) => (value === null || value === undefined ? "n/a" : value.toFixed(digits));
 
   function costFill(link) {
+    if (link.stale) return "url(#stale-hatch)";
     if (link.congested) return CONGESTED_FILL;
     if (link.cost === null || link.cost === undefined) return NODATA_FILL;
     const cost = Math.min(Math.max(link.cost, 0), 1);
@@ -102,7 +111,9 @@
   function recordHistory() {
     for (const [key, link] of state.links) {
       const points = state.history.get(key) || [];
-      points.push([state.generatedAt, link.utilisation]);
+      points.push([state.generatedAt, {
+        value: link.utilisation, low: link.utilisation_low, high: link.utilisation_high,
+      }]);
       if (points.length > HISTORY_POINTS) points.shift();
       state.history.set(key, points);
     }
@@ -148,7 +159,8 @@
     const margin = 12 + 6.6 * Math.max(4, ...sites.map((site) => site.length));
     const svg = byId("heatmap");
     svg.replaceChildren();
-    svg.setAttribute("width", margin + columns.length * cell + 8);
+    addPatterns(svg);
+    svg.setAttribute("width", margin + columns.length * cell + margin / 2);  // room for the last rotated label
     svg.setAttribute("height", margin + rows.length * cell + 8);
     columns.forEach((site, j) => {
       const x = margin + j * cell + cell / 2 + 4;
@@ -165,6 +177,23 @@
     });
   }
 
+  // Stale cells: grey hatching instead of the cost colour; clock-suspect cells: dark stripes
+  // over it. Both say why in the tooltip and the detail panel.
+  function addPatterns(svg) {
+    const defs = svgElement("defs", {}, svg);
+    const stale = svgElement("pattern", {
+      id: "stale-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse",
+      patternTransform: "rotate(45)",
+    }, defs);
+    svgElement("rect", { width: 6, height: 6, fill: NODATA_FILL }, stale);
+    svgElement("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#8a94a3", "stroke-width": 2 }, stale);
+    const clock = svgElement("pattern", {
+      id: "clock-hatch", width: 5, height: 5, patternUnits: "userSpaceOnUse",
+      patternTransform: "rotate(-45)",
+    }, defs);
+    svgElement("line", { x1: 0, y1: 0, x2: 0, y2: 5, stroke: "#111827", "stroke-width": 1.6 }, clock);
+  }
+
   function drawCell(svg, source, destination, x, y, size, congestedOnly) {
     const box = { x, y, width: size, height: size };
     if (source === destination) {
@@ -172,10 +201,13 @@
       return;
     }
     const link = state.links.get(pairKey(source, destination));
+    const flag = (name) => Boolean(link && link[name]);
     const classes = ["cell"];
     if (!link || link.cost === null) classes.push("nodata");
-    if (link && link.congested) classes.push("congested");
-    if (congestedOnly && !(link && link.congested)) classes.push("dimmed");
+    if (flag("congested")) classes.push("congested");
+    if (flag("stale")) classes.push("stale");
+    if (flag("clock_suspect")) classes.push("clock-suspect");
+    if (congestedOnly && !flag("congested")) classes.push("dimmed");
     if (state.selected && state.selected[0] === source && state.selected[1] === destination) {
       classes.push("selected");
     }
@@ -185,8 +217,15 @@
       fill: link ? costFill(link) : NODATA_FILL,
       "data-source": source,
       "data-destination": destination,
-      "data-congested": String(Boolean(link && link.congested)),
+      "data-congested": String(flag("congested")),
+      "data-stale": String(flag("stale")),
+      "data-clock-suspect": String(flag("clock_suspect")),
     }, svg);
+    if (flag("clock_suspect")) {
+      const dimmed = classes.includes("dimmed") ? " dimmed" : "";
+      const overlay = { ...box, class: `clock-overlay${dimmed}`, fill: "url(#clock-hatch)" };
+      svgElement("rect", overlay, svg).setAttribute("data-source", source);
+    }
     rect.addEventListener("mousemove", (event) => showTooltip(event, source, destination));
     rect.addEventListener("mouseleave", hideTooltip);
     rect.addEventListener("click", () => selectPair(source, destination));
@@ -212,15 +251,37 @@
   function tooltipLines(link) {
     if (!link) return ["no measurements"];
     const delay = link.delay_ms || {};
-    const loss = link.packet_loss === null ? "n/a" : `${(link.packet_loss * 100).toFixed(3)} %`;
-    return [
-      `cost ${fmt(link.cost, 3)}${link.congested ? "  (congested)" : ""}`,
-      `delay ${fmt(delay.mean, 2)} ms (median ${fmt(delay.median, 2)}, p95 ${fmt(delay.p95, 2)})`,
-      `loss ${loss}`,
-      `utilisation ${fmt(link.utilisation, 2)}`,
-      `freshness ${freshness(link.last_measurement)}${link.stale ? " (stale)" : ""}`,
-      `${link.links} host pair${link.links === 1 ? "" : "s"}`,
-    ];
+    const pairs = link.links === 1 ? "its host pair" : `one or more of its ${link.links} host pairs`;
+    const lines = [`cost ${fmt(link.cost, 3)} (0 idle and healthy .. 1 unusable)`];
+    if (link.congested) lines.push(`congested (${pairs}): ${CONGESTED_RULE}`);
+    lines.push(
+      `delay ${fmt(delay.mean, 2)} ms (median ${fmt(delay.median, 2)}, p95 ${fmt(delay.p95, 2)},` +
+        ` min ${fmt(delay.min, 2)})`,
+      `loss ${percent(link.packet_loss)}`,
+      utilisationText(link),
+      `freshness ${freshness(link.last_measurement)}`,
+    );
+    if (link.stale) lines.push(`stale: ${STALE_RULE}`);
+    if (link.clock_suspect) lines.push(`clock suspect (${pairs}): ${CLOCK_RULE}`);
+    lines.push(`${link.links} host pair${link.links === 1 ? "" : "s"}`);
+    return lines;
+  }
+
+  const percent = (ratio) => (ratio === null || ratio === undefined ? "n/a" : `${(ratio * 100).toFixed(3)} %`);
+
+  function utilisationText(link) {
+    if (link.utilisation === null || link.utilisation === undefined) {
+      const why = link.utilisation_reason || (state.model ? "insufficient_data" : "no_model");
+      return `utilisation n/a (${why.replaceAll("_", " ")})`;
+    }
+    let text = `utilisation ${fmt(link.utilisation, 2)}`;
+    if (link.utilisation_low !== null && link.utilisation_low !== undefined) {
+      text += ` (90 % interval ${fmt(link.utilisation_low, 2)}–${fmt(link.utilisation_high, 2)})`;
+    }
+    if (link.congestion_probability !== null && link.congestion_probability !== undefined) {
+      text += `, P(utilisation > 70 %) ${fmt(link.congestion_probability, 2)}`;
+    }
+    return text;
   }
 
   function freshness(lastMeasurement) {
@@ -255,7 +316,7 @@
     const select = byId("pair-select");
     select.replaceChildren(...pairs.map((link, i) => new Option(
       `${link.source_host || link.source} → ${link.destination_host || link.destination}` +
-        ` (cost ${fmt(link.cost, 3)})`, String(i))));
+        ` (cost ${fmt(link.cost, 3)}${marks(link)})`, String(i))));
     state.pairIndex = Math.min(state.pairIndex, Math.max(pairs.length - 1, 0));
     select.value = String(state.pairIndex);
     select.onchange = () => {
@@ -263,6 +324,11 @@
       loadSeries(pairs[state.pairIndex], token);
     };
     if (pairs.length) await loadSeries(pairs[state.pairIndex], token);
+  }
+
+  function marks(link) {
+    const flags = [["congested", "congested"], ["stale", "stale"], ["clock_suspect", "clock suspect"]];
+    return flags.filter(([name]) => link[name]).map(([, label]) => `, ${label}`).join("");
   }
 
   async function loadSeries(link, token) {
@@ -275,16 +341,45 @@
     const history = state.history.get(pairKey(...state.selected)) || [];
     const ago = history.map(([at]) => (at - state.generatedAt) / 60);
     byId("detail-note").textContent =
-      `showing ${link.source_host || link.source} → ${link.destination_host || link.destination}` +
-      `; utilisation now ${fmt(link.utilisation, 2)}` +
-      (link.utilisation_reason ? ` (${link.utilisation_reason.replaceAll("_", " ")})` : "");
+      `showing ${link.source_host || link.source} → ${link.destination_host || link.destination}`;
+    byId("detail-status").replaceChildren(...statusLines(detail.link, detail.features).map((line) => {
+      const item = document.createElement("li");
+      item.className = line.kind;
+      item.textContent = line.text;
+      return item;
+    }));
     byId("charts").replaceChildren(
       lineChart("one-way delay (ms), last 32 minutes", minutes,
-        [series.delay_mean, series.delay_median, series.delay_min], ["mean", "median", "min"]),
-      lineChart("packet loss (%), last 32 minutes", minutes, [loss], ["loss"]),
-      lineChart("site-pair utilisation (model estimate), as received since this page opened", ago,
-        [history.map(([, value]) => value)], ["utilisation"]),
+        [series.delay_mean, series.delay_median, series.delay_min], ["mean", "median", "min"],
+        { minSpan: 1 }),
+      lineChart("packet loss (%), last 32 minutes", minutes, [loss], ["loss"],
+        { floor: 0, minSpan: 0.1 }),
+      lineChart("site-pair utilisation (model estimate, 90 % interval shaded), as received since " +
+        "this page opened", ago, [history.map(([, point]) => point.value)], ["utilisation"],
+        { floor: 0, ceiling: 1, band: history.map(([, point]) => [point.low, point.high]) }),
     );
+  }
+
+  // What the API says of one host pair, and why: the congestion rule with this link's values and
+  // thresholds (the all-time minimum and standard deviation are among its features).
+  function statusLines(link, features) {
+    const delay = link.delay_ms || {};
+    const lines = [{ kind: "cost", text: `cost ${fmt(link.cost, 3)} (0 idle and healthy .. 1 unusable)` }];
+    const threshold = (features.alltime_delay_min ?? NaN) + (features.alltime_delay_std ?? NaN);
+    const delayRule = Number.isFinite(threshold)
+      ? `delay ${fmt(delay.mean, 2)} ms against all-time minimum ${fmt(features.alltime_delay_min, 2)}` +
+        ` + std ${fmt(features.alltime_delay_std, 2)} = ${threshold.toFixed(2)} ms`
+      : `delay ${fmt(delay.mean, 2)} ms (no all-time statistics yet)`;
+    const values = `loss ${percent(link.packet_loss)} against ${percent(LOSS_THRESHOLD)}; ${delayRule}`;
+    lines.push(link.congested
+      ? { kind: "congested", text: `congested: ${CONGESTED_RULE}. Here, newest minute: ${values}` }
+      : { kind: "ok", text: `not congested (congested: ${CONGESTED_RULE}). Here, newest minute: ${values}` });
+    lines.push({ kind: "utilisation", text: utilisationText(link) });
+    if (link.stale) lines.push({ kind: "stale", text: `stale: ${STALE_RULE} (${freshness(link.last_measurement)})` });
+    if (link.clock_suspect) {
+      lines.push({ kind: "clock", text: `clock suspect: ${CLOCK_RULE} (delay min ${fmt(delay.min, 2)} ms)` });
+    }
+    return lines;
   }
 
   async function fetchJson(url) {
@@ -298,7 +393,7 @@
 
   // ---- charts ----------------------------------------------------------------------------
 
-  function lineChart(title, xs, seriesList, names) {
+  function lineChart(title, xs, seriesList, names, axis) {
     const box = document.createElement("div");
     box.className = "chart";
     const heading = document.createElement("h3");
@@ -311,16 +406,32 @@
       span.textContent = name;
       return span;
     }));
-    box.replaceChildren(heading, key, chartSvg(xs, seriesList));
+    box.replaceChildren(heading, key, chartSvg(xs, seriesList, axis));
     return box;
   }
 
-  function chartSvg(xs, seriesList) {
+  // The value axis from the quantity: `floor`/`ceiling` fix an end (loss and utilisation start
+  // at 0, utilisation ends at 1), `minSpan` keeps a flat series from blowing up noise.
+  function valueAxis(values, axis) {
+    const { floor, ceiling, minSpan = 1 } = axis;
+    let low = floor ?? (values.length ? Math.min(...values) : 0);
+    let high = ceiling ?? (values.length ? Math.max(...values) : low + minSpan);
+    if (floor !== undefined && values.length) low = Math.min(low, ...values);
+    if (ceiling !== undefined && values.length) high = Math.max(high, ...values);
+    if (high - low < minSpan) {
+      if (floor !== undefined) high = low + minSpan;
+      else if (ceiling !== undefined) low = high - minSpan;
+      else [low, high] = [(low + high - minSpan) / 2, (low + high + minSpan) / 2];
+    }
+    return [low, high];
+  }
+
+  function chartSvg(xs, seriesList, axis) {
     const [width, height, left, right, top, bottom] = [640, 150, 46, 8, 8, 18];
     const svg = svgElement("svg", { viewBox: `0 0 ${width} ${height}` });
-    const values = seriesList.flat().filter((value) => value !== null && value !== undefined);
-    let [low, high] = values.length ? [Math.min(...values), Math.max(...values)] : [0, 1];
-    if (high - low < 1e-9) [low, high] = [low - 0.5, high + 0.5];
+    const present = (value) => value !== null && value !== undefined;
+    const values = seriesList.flat().filter(present);
+    const [low, high] = valueAxis(values, axis);
     const [xLow, xHigh] = xs.length > 1 ? [Math.min(...xs), Math.max(...xs)] : [-1, 0];
     const px = (x) => left + ((x - xLow) / (xHigh - xLow || 1)) * (width - left - right);
     const py = (y) => top + (1 - (y - low) / (high - low)) * (height - top - bottom);
@@ -330,6 +441,14 @@
     axisLabel(svg, left - 4, height - bottom, formatTick(low, high - low), "end");
     axisLabel(svg, left, height - 4, `${Math.round(xLow)} min`, "start");
     axisLabel(svg, width - right, height - 4, "now", "end");
+    svg.dataset.axisLow = String(low);
+    svg.dataset.axisHigh = String(high);
+    const band = (axis.band || []).map(([a, b], i) => [xs[i], a, b]).filter(([, a, b]) => present(a) && present(b));
+    if (band.length) {
+      const upper = band.map(([x, , b]) => `${px(x).toFixed(1)},${py(b).toFixed(1)}`);
+      const lower = band.reverse().map(([x, a]) => `${px(x).toFixed(1)},${py(a).toFixed(1)}`);
+      svgElement("polygon", { class: "band", points: [...upper, ...lower].join(" ") }, svg);
+    }
     seriesList.forEach((series, i) => {
       const d = pathData(xs, series, px, py);
       if (d) svgElement("path", { class: `series series-${i}`, d }, svg);
@@ -370,11 +489,19 @@
     renderHeatmap();
   }
 
+  function toggleHelp() {
+    const help = byId("help");
+    help.hidden = !help.hidden;
+    byId("help-toggle").setAttribute("aria-expanded", String(!help.hidden));
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     for (const id of ["source-filter", "destination-filter", "congested-only"]) {
       byId(id).addEventListener("change", renderHeatmap);
     }
     byId("detail-close").addEventListener("click", closeDetail);
+    byId("help-toggle").addEventListener("click", toggleHelp);
+    byId("help-close").addEventListener("click", toggleHelp);
     connect();
   });
 })();

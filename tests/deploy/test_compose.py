@@ -17,7 +17,9 @@ from tests.deploy.support import REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
-SERVICES = {"activemq", "nettel", "simulator", "prometheus", "grafana", "nettel-b", "haproxy"}
+SERVICES = {
+    "activemq", "inventory", "nettel", "simulator", "prometheus", "grafana", "nettel-b", "haproxy"
+}  # fmt: skip
 #: The second replica and HAProxy in front of both: `docker compose --profile ha up`.
 HA_PROFILE = {"nettel-b", "haproxy"}
 HAPROXY_CONFIG = "/usr/local/etc/haproxy/haproxy.cfg"
@@ -151,6 +153,26 @@ def test_nettel_healthcheck_probes_healthz_on_its_listen_port(
     port = environment(services["nettel"])["NETTEL_LISTEN"].rpartition(":")[2]
     probe = " ".join(services["nettel"]["healthcheck"]["test"])
     assert f":{port}/healthz" in probe
+
+
+def test_the_replicas_read_the_demo_inventory_the_one_shot_writes(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    """Sites and the Rucio RSE map, as scripts/run.sh gives them: a site view and the CSV."""
+    inventory = services["inventory"]
+    command = inventory["command"]
+    assert command[:3] == ["simulate", "--seed", "1"] and command[-1] == "--no-feed"
+    written = {command[i]: command[i + 1] for i in range(len(command) - 1)}
+    assert inventory["healthcheck"] == {"disable": True} and inventory["restart"] == "no"
+    assert ("demo-inventory", "/demo") in mounts(inventory)
+    assert "demo-inventory" in compose["volumes"]
+    for name in ("nettel", "nettel-b"):
+        env = environment(services[name])
+        assert env["NETTEL_TOPOLOGY"] == written["--write-topology"]
+        assert env["NETTEL_RSE_MAP"] == written["--write-rse-map"]
+        assert "demo-inventory:/demo:ro" in services[name]["volumes"]
+        condition = services[name]["depends_on"]["inventory"]["condition"]
+        assert condition == "service_completed_successfully"
 
 
 def test_simulator_runs_the_seeded_demo_feed(services: dict[str, dict[str, Any]]) -> None:

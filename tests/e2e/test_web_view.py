@@ -1,7 +1,10 @@
-"""The operators' page in headless Chromium against a live service fed by the simulator.
+"""The operators' page in headless Chromium against a live service fed by the simulator, with
+the shipped model (utilisation, its interval, the congestion probability) and crafted links that
+are congested, clock-suspect (negative delays) and stale (nothing for 8 minutes).
 
 Needs Debian's `chromium` (/usr/bin/chromium) and the `playwright` Python package (its own browser
-download is not used). Saves a screenshot in the test's tmp dir and at out/e2e/web-view.png.
+download is not used). Saves a screenshot in the test's tmp dir and at out/e2e/web-view.png
+(docs/images/web-view.png is a copy of one).
 """
 
 from __future__ import annotations
@@ -33,11 +36,20 @@ CHROMIUM_ARGS = [
 SCREENSHOT = Path(__file__).resolve().parents[2] / "out" / "e2e" / "web-view.png"
 SITES, SEED = 8, 3
 #: A plain (non-durable) subscription, so no backlog from other tests' services reaches ours.
-SERVE_ARGS = ("--interval", "1", "--model", "none", "--subscription", "plain")
+SERVE_ARGS = ("--interval", "1", "--subscription", "plain", "--client-id", "nettel-e2e-web")
 CONGESTED_FILL = "#8e0152"
 #: Extra hosts for a crafted congested link, used only if the simulated window has none.
 CRAFTED = [("SITE-01", "ps-crafted.site01.example.org", "10.200.0.1"),
            ("SITE-02", "ps-crafted.site02.example.org", "10.200.0.2")]  # fmt: skip
+#: A link whose clocks disagree (delays of -18.5 ms) and one whose toolkit went quiet, at a
+#: site of its own so that its site pair is stale as a whole.
+CLOCK = [("SITE-03", "ps-clock.site03.example.org", "10.201.0.3"),
+         ("SITE-04", "ps-clock.site04.example.org", "10.201.0.4")]  # fmt: skip
+QUIET = [("SITE-05", "ps-quiet.site05.example.org", "10.202.0.5"),
+         ("SITE-QUIET", "ps-quiet.quiet.example.org", "10.202.0.99")]  # fmt: skip
+CONGESTED_RULE = (
+    "loss above 0.01 % and delay above the link's all-time minimum plus one standard deviation"
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
 if not CHROMIUM.exists():
@@ -55,8 +67,8 @@ def publisher(activemq):
 def write_topology(path: Path) -> Path:
     mesh = build_mesh(SITES, SEED)
     sites = {site: [host] for site, host in zip(mesh.site_names, mesh.host_names, strict=True)}
-    for site, host, _ in CRAFTED:
-        sites[site].append(host)
+    for site, host, _ in CRAFTED + CLOCK + QUIET:
+        sites.setdefault(site, []).append(host)
     path.write_text(yaml.safe_dump(sites))
     return path
 
@@ -80,6 +92,23 @@ def back_filled(links: list[dict], pairs: int) -> bool:
     """Every site pair has a full window up to the same newest minute."""
     newest = {link["last_measurement"] for link in links}
     return len(links) == pairs and len(newest) == 1 and all(x["samples"] >= 30 for x in links)
+
+
+def publish_link(publisher, ends, minutes: list[int], delay_ms: float) -> None:
+    """One crafted link: 600 packets at `delay_ms` and no loss in each of `minutes`."""
+    (_, source_host, source_ip), (_, destination_host, destination_ip) = ends
+    meta = {"source": source_ip, "destination": destination_ip, "measurement_agent": source_ip,
+            "input_source": source_host, "input_destination": destination_host}  # fmt: skip
+    delay = delay_body(minutes, **meta)
+    delay["datapoints"] = {str(ts): {f"{delay_ms:.2f}": 600} for ts in minutes}
+    publisher.send(DELAY, delay)
+    publisher.send(LOSS, loss_body(dict.fromkeys(minutes, 0.0), **meta))
+
+
+def publish_clock_suspect_and_stale_links(publisher) -> None:
+    now = current_minute_ts()
+    publish_link(publisher, CLOCK, [now - 60 * m for m in range(20, 0, -1)], -18.5)
+    publish_link(publisher, QUIET, [now - 60 * m for m in range(20, 7, -1)], 31.0)
 
 
 def publish_congested_link(publisher) -> tuple[str, str]:
@@ -126,6 +155,8 @@ def test_heatmap_shows_congestion_and_opens_the_series(
     pairs = SITES * (SITES - 1)
     wait_for(lambda: back_filled(site_links(service.url), pairs), timeout=60, what="the back-fill")
     source, destination = find_congested_pair(service.url, publisher)
+    publish_clock_suspect_and_stale_links(publisher)
+    wait_for(lambda: flagged(service.url), what="the clock-suspect and the stale site pair")
 
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -134,12 +165,42 @@ def test_heatmap_shows_congestion_and_opens_the_series(
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.on("console", lambda m: m.type == "error" and errors.append(m.text))
         page.goto(f"{service.url}/")
-        check_page(page, source, destination, pairs)
+        check_page(page, source, destination, (SITES + 1) * SITES)
+        check_flags(page)
         page.screenshot(path=str(tmp_path / "web-view.png"), full_page=True)
         browser.close()
     assert errors == []
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tmp_path / "web-view.png", SCREENSHOT)
+
+
+def flagged(url: str) -> bool:
+    links = {(x["source"], x["destination"]): x for x in site_links(url)}
+    clock, quiet = links.get(("SITE-03", "SITE-04")), links.get(("SITE-05", "SITE-QUIET"))
+    return bool(clock and clock["clock_suspect"] and quiet and quiet["stale"])
+
+
+def check_flags(page) -> None:
+    """Clock-suspect and stale site pairs are drawn as such and say why."""
+    expect = sync_api.expect
+    clock = page.locator('#heatmap rect.cell[data-source="SITE-03"][data-destination="SITE-04"]')
+    expect(clock).to_have_attribute("data-clock-suspect", "true")
+    overlay = page.locator('#heatmap rect.clock-overlay[data-source="SITE-03"]')
+    expect(overlay).not_to_have_count(0)
+    clock.hover()
+    expect(page.locator("#tooltip")).to_contain_text("clock suspect")
+    expect(page.locator("#tooltip")).to_contain_text("the two hosts' clocks disagree")
+    stale = page.locator('#heatmap rect.cell[data-source="SITE-05"][data-destination="SITE-QUIET"]')
+    expect(stale).to_have_class(re.compile(r"\bstale\b"))
+    expect(stale).to_have_attribute("fill", "url(#stale-hatch)")
+    stale.hover()
+    expect(page.locator("#tooltip")).to_contain_text("stale: no datapoint for 5 minutes")
+    page.click("#help-toggle")
+    expect(page.locator("#help")).to_be_visible()
+    expect(page.locator("#help")).to_contain_text("clock suspect")
+    expect(page.locator("#help")).to_contain_text(CONGESTED_RULE)
+    page.click("#help-close")
+    expect(page.locator("#help")).to_be_hidden()
 
 
 def check_page(page, source: str, destination: str, pairs: int) -> None:
@@ -152,9 +213,12 @@ def check_page(page, source: str, destination: str, pairs: int) -> None:
     expect(cell).to_have_attribute("fill", CONGESTED_FILL)
 
     cell.hover()
-    expect(page.locator("#tooltip")).to_be_visible()
-    expect(page.locator("#tooltip")).to_contain_text("(congested)")
-    expect(page.locator("#tooltip")).to_contain_text("freshness")
+    tooltip = page.locator("#tooltip")
+    expect(tooltip).to_be_visible()
+    expect(tooltip).to_contain_text(f"): {CONGESTED_RULE}")
+    expect(tooltip).to_contain_text("freshness")
+    expect(tooltip).to_contain_text(re.compile(r"utilisation \d\.\d\d \(90 % interval \d\.\d\d–"))
+    expect(tooltip).to_contain_text("P(utilisation > 70 %)")
 
     page.check("#congested-only")
     plain = page.locator("#heatmap rect.cell:not(.congested)").count()
@@ -168,6 +232,16 @@ def check_page(page, source: str, destination: str, pairs: int) -> None:
     cell.click()
     expect(page.locator("#detail")).to_be_visible()
     expect(page.locator("#detail-title")).to_have_text(f"{source} → {destination}")
+    congested_pair = page.locator("#pair-select option", has_text="congested").first
+    page.select_option("#pair-select", congested_pair.get_attribute("value"))
+    status = page.locator("#detail-status li.congested")
+    expect(status).to_contain_text(f"congested: {CONGESTED_RULE}. Here, newest minute: loss ")
+    expect(status).to_contain_text(re.compile(r"against all-time minimum -?\d+\.\d\d \+ std"))
+    expect(page.locator("#detail-status li.utilisation")).to_contain_text("utilisation")
     expect(page.locator("#charts .chart")).to_have_count(3)
-    expect(page.locator("#charts path.series")).to_have_count(4)  # delay mean/median/min, loss
+    expect(page.locator("#charts path.series")).to_have_count(5)  # delay x3, loss, utilisation
+    loss_axis, utilisation_axis = (page.locator("#charts svg").nth(i) for i in (1, 2))
+    expect(loss_axis).to_have_attribute("data-axis-low", "0")  # loss from 0, whatever its values
+    expect(utilisation_axis).to_have_attribute("data-axis-low", "0")
+    expect(utilisation_axis).to_have_attribute("data-axis-high", "1")
     cell.hover()

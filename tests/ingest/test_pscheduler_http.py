@@ -1,8 +1,8 @@
 """PUT/POST /ingest/pscheduler over a real uvicorn server: the token (bearer or Basic), limits
-with their reasons (413 for the body's size or the delay histogram's buckets, 429 and 503 with
-Retry-After), the archiver's doubled Content-Type, and a re-posted run applied once. The
-runtime is built as `nettel serve` builds it; its STOMP source never starts, and its frame
-batcher only where a test wants runs applied."""
+with their reasons (400 for a body that is not a run record, 413 for the body's size or the
+delay histogram's buckets, 429 and 503 with Retry-After), the archiver's doubled Content-Type,
+and a re-posted run applied once. The runtime is built as `nettel serve` builds it; its STOMP
+source never starts, and its frame batcher only where a test wants runs applied."""
 
 from __future__ import annotations
 
@@ -143,6 +143,29 @@ def test_a_delay_histogram_over_the_bucket_limit_is_refused_with_413(serve) -> N
     detail = f"too_large: histogram-latency has {limit + 1} buckets, over {limit}"
     assert response.json()["detail"] == detail
     assert rejected(url, "too_large") == 1 and runtime.batcher.queued() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "detail"),
+    [
+        (b"<html>not a run</html>", "invalid_json", "invalid_json: unexpected character"),
+        (b'"a string"', "not_an_object", "not_an_object: str"),
+        (b'{"runs": []}', "missing_field", "missing_field: test"),
+        (b'{"test": {"type": "latencybg"}, "run": []}', "bad_value", "bad_value: run is not"),
+    ],
+)
+def test_a_body_that_is_not_a_run_record_is_refused_with_400_and_why(
+    serve, body: bytes, reason: str, detail: str
+) -> None:
+    """The archiver learns it is misconfigured; the refusal is counted as a bus message's is."""
+    url, runtime = serve(ingest_token=TOKEN)
+    for method in (httpx.put, httpx.post):
+        response = method(url + PATH, content=body, headers=BEARER)
+        assert response.status_code == 400
+        assert response.json()["detail"].startswith(detail)
+        assert "retry-after" not in response.headers
+    assert rejected(url, reason) == 2 and runtime.batcher.queued() == 0
+    assert httpx.put(url + PATH, content=run_body(), headers=BEARER).status_code == 202
 
 
 def test_a_client_over_its_rate_gets_429_with_retry_after(serve) -> None:

@@ -24,7 +24,7 @@ def test_no_brokers_needs_the_ingest_token_and_no_ha_group(monkeypatch: pytest.M
     monkeypatch.setenv("NETTEL_INGEST_TOKEN", TOKEN)
     assert load_settings(brokers="none").brokers == ()
     assert load_settings(brokers="NONE").brokers == ()
-    with pytest.raises(ConfigError, match="ha_group"):
+    with pytest.raises(ConfigError, match="--ha-group / NETTEL_HA_GROUP elects through the broker"):
         load_settings(brokers="none", ha_group="replicas")
 
 

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from devtools.activemq import free_port
@@ -56,6 +57,12 @@ def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
         assert all(link["source_site"] and link["destination_site"] for link in matrix["links"])
         by_site = get_json(f"http://127.0.0.1:{port}/costmatrix", level="site")
         assert len(by_site["links"]) == full_mesh
+        # and the demo's RSE map (one disk per site): the Rucio table has every (site, RSE)
+        rucio = httpx.get(f"http://127.0.0.1:{port}/costmatrix.csv", params={"format": "rucio"})
+        assert rucio.status_code == 200
+        rows = [line.split(",") for line in rucio.text.splitlines()]
+        assert len(rows) == DEMO_SITES * DEMO_SITES
+        assert ["SITE-01", "SITE-01_DATADISK", "0.0000"] in rows
         assert "http://127.0.0.1" in (tmp_path / "run.out").read_text()
     finally:
         os.killpg(process.pid, signal.SIGINT)

@@ -108,6 +108,16 @@ def test_queries_by_site_host_and_dense_matrix(service, publisher):
     assert httpx.get(f"{service.url}/links/192.0.2.99/192.0.2.10").status_code == 404
     assert httpx.get(f"{service.url}/costmatrix", params={"level": "planet"}).status_code == 422
 
+    unknown = httpx.get(f"{service.url}/costmatrix", params={"source": "NOPE", "level": "site"})
+    assert unknown.status_code == 404
+    assert unknown.json() == {
+        "detail": "no site, host name or address in the matrix matches source=NOPE"
+    }
+    both = httpx.get(f"{service.url}/costmatrix", params={"source": "X", "destination": "Y"})
+    assert both.json()["detail"].endswith("matches source=X and destination=Y")
+    no_link = get_json(f"{service.url}/costmatrix", source="SITE-B", destination="SITE-C")
+    assert no_link["links"] == []  # both sites known, no link that way
+
 
 def test_full_matrix_supports_etag_and_gzip(service, publisher):
     publisher.send(DELAY, sample_body("owdelay-histogram-real.json", [current_minute_ts(1)]))

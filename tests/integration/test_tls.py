@@ -244,11 +244,15 @@ def run_serve(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 @pytest.mark.parametrize(
     "args, env, named",
     [
-        (["--heartbeat-ms", "-5"], {}, "heartbeat_ms"),
-        (["--brokers", "no-port"], {}, "brokers"),
-        (["--broker-ca-file", "/nonexistent/ca.pem"], {"NETTEL_BROKER_TLS": "true"}, "ca_file"),
-        (["--broker-tls", "maybe"], {}, "broker_tls"),
-        (["--log-level", "LOUD"], {}, "log_level"),
+        (["--heartbeat-ms", "-5"], {}, "--heartbeat-ms / NETTEL_HEARTBEAT_MS"),
+        (["--brokers", "no-port"], {}, "--brokers / NETTEL_BROKERS"),
+        (
+            ["--broker-ca-file", "/nonexistent/ca.pem"],
+            {"NETTEL_BROKER_TLS": "true"},
+            "--broker-ca-file",
+        ),
+        (["--broker-tls", "maybe"], {}, "--broker-tls / NETTEL_BROKER_TLS"),
+        (["--log-level", "LOUD"], {}, "--log-level / NETTEL_LOG_LEVEL"),
         (["--broker-password-file", "/nonexistent/pw"], {}, "/nonexistent/pw"),
     ],
 )
@@ -277,7 +281,8 @@ PEM_CA = Path(certifi.where())
 
 
 def test_tls_files_need_broker_tls():
-    with pytest.raises(ConfigError, match="broker_ca_file is set but broker_tls is off"):
+    refused = "--broker-ca-file / NETTEL_BROKER_CA_FILE is set but --broker-tls / NETTEL_BROKER_TLS"
+    with pytest.raises(ConfigError, match=f"{refused} is off"):
         load_settings(broker_ca_file=str(PEM_CA))
     settings = load_settings(broker_tls="true", broker_ca_file=str(PEM_CA))
     assert settings.broker_tls is True and settings.broker_ca_file == PEM_CA
@@ -285,7 +290,9 @@ def test_tls_files_need_broker_tls():
 
 def test_tls_files_must_exist_and_be_pem(tmp_path):
     missing = tmp_path / "missing.pem"
-    with pytest.raises(ConfigError, match="broker_ca_file: file .* does not exist"):
+    with pytest.raises(
+        ConfigError, match="--broker-ca-file / NETTEL_BROKER_CA_FILE: file .* does not exist"
+    ):
         load_settings(broker_tls="true", broker_ca_file=str(missing))
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a certificate\n")

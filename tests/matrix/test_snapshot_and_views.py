@@ -310,6 +310,12 @@ def test_select_links_by_ip_host_and_site(source, destination, expected) -> None
     assert matrix.select(source, destination) == [LINKS[i] for i in expected]
 
 
+def test_the_matrix_knows_the_names_of_either_end() -> None:
+    matrix = CostMatrix(0.0, None, tuple(LINKS), encode_body({"links": []}, LINKS))
+    known = ("10.0.0.1", "a2.cern.ch", "CERN", "RAL", "lone.example.org")
+    assert [matrix.knows(name) for name in (*known, "nowhere", "cern")] == [True] * 5 + [False] * 2
+
+
 def test_aggregate_sites() -> None:
     sites = aggregate_sites(LINKS)
     assert [(s["source"], s["destination"]) for s in sites] == [

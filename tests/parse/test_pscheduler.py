@@ -13,7 +13,13 @@ from service.parse import histogram_scan
 from service.parse.histogram import HistogramStats
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION, scan_histograms
 from service.parse.limits import InputLimits
-from service.parse.pscheduler import ParsedRun, RunOutcome, RunResult, excess_buckets, parse_runs
+from service.parse.pscheduler import (
+    ParsedRun,
+    RunOutcome,
+    RunResult,
+    parse_runs,
+    screen_run_record,
+)
 from service.parse.records import MeasurementKind, NamedEndpoints, ParsedMessage
 from tests.run_factory import (
     DESTINATION_HOST,
@@ -194,9 +200,49 @@ def test_excess_buckets_are_told_before_a_run_is_taken_in() -> None:
         histogram = {f"{2 + n / 100:.2f}": 1 for n in range(buckets)}
         return run_body(result=run_record()["result"] | {"histogram-latency": histogram})
 
-    assert excess_buckets(body(11), max_buckets=10) == ("histogram-latency has 11 buckets, over 10")
-    assert excess_buckets(body(10), max_buckets=10) is None
-    assert excess_buckets(b"{" + b" " * 100, max_buckets=10) is None  # the parser says why
+    refusal = screen_run_record(body(11), max_buckets=10)
+    assert refusal is not None and refusal.reason is RejectReason.TOO_LARGE
+    assert refusal.detail == "histogram-latency has 11 buckets, over 10"
+    assert screen_run_record(body(10), max_buckets=10) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "detail"),
+    [
+        (b"name=value", RejectReason.INVALID_JSON, "line 1 column 1"),
+        (b"[1, 2]", RejectReason.NOT_AN_OBJECT, "list"),
+        (b'{"tasks": []}', RejectReason.MISSING_FIELD, "test"),
+        (b'{"test": "latencybg", "run": {}, "result": {}}', RejectReason.BAD_VALUE, "test is not"),
+        (
+            b'{"test": {"spec": {}}, "run": {}, "result": {}}',
+            RejectReason.MISSING_FIELD,
+            "test.type",
+        ),
+        (b'{"test": {"type": 7}, "run": {}, "result": {}}', RejectReason.BAD_VALUE, "test.type"),
+        (b'{"test": {"type": "rtt"}, "result": {}}', RejectReason.MISSING_FIELD, "run"),
+        (
+            b'{"test": {"type": "rtt"}, "run": {}, "result": []}',
+            RejectReason.BAD_VALUE,
+            "result is",
+        ),
+    ],
+)
+def test_a_body_that_is_not_a_run_record_is_told_before_it_is_taken_in(
+    body: bytes, reason: RejectReason, detail: str
+) -> None:
+    refusal = screen_run_record(body, max_buckets=10)
+    assert refusal is not None and refusal.reason is reason and detail in refusal.detail
+
+
+def test_run_records_pass_the_screen_whatever_their_outcome_will_be() -> None:
+    """Failed runs, other test types and bad values inside a latency run are the parser's."""
+    for body in (
+        run_body(),
+        run_body(result={"succeeded": False}),
+        run_body(test_type="rtt"),
+        run_body(packet_count=-1),
+    ):
+        assert screen_run_record(body, max_buckets=10_000) is None
 
 
 def without(path: str) -> bytes:

@@ -77,3 +77,17 @@ def test_prints_the_matrix_of_a_running_service(serve, publisher):
     assert header.split() == ["SOURCE", "DESTINATION", "LINKS", "COST", "DELAY_MS", "LOSS_%",
                               "UTIL", "CONG", "AGE"]  # fmt: skip
     assert row.split()[:3] == ["SITE-A", "SITE-B", "1"]
+
+
+@pytest.mark.broker
+def test_an_unknown_site_is_said_and_exits_1(serve, publisher, capsys):
+    service = serve()
+    now = current_minute_ts()
+    publisher.send(LOSS, loss_body({now - 60: 0.0}))
+    wait_for(lambda: (get_json(f"{service.url}/costmatrix") or {}).get("links"), what="a link")
+    out = io.StringIO()
+    assert run_costmatrix(service.url, site="NOPE", out=out) == 1
+    assert out.getvalue() == ""
+    assert capsys.readouterr().err == (
+        "nettel: no site or host 'NOPE' in the matrix (SITE-A, SITE-B)\n"
+    )

@@ -21,11 +21,11 @@ SERVER = """
 import sys
 import uvicorn
 from fastapi import FastAPI
-from service.publish.http_server import serve_http
+from service.publish.http_server import bind_listener, serve_http
 
 app, port = FastAPI(), int(sys.argv[2])
 if sys.argv[1] == "graceful":
-    serve_http(app, "127.0.0.1", port)
+    serve_http(app, bind_listener("127.0.0.1", port))
 else:
     uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None)).run()
 """

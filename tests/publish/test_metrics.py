@@ -132,5 +132,7 @@ def test_top_site_pairs_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NETTEL_METRICS_TOP_SITE_PAIRS", "25")
     assert load_settings().metrics_top_site_pairs == 25
     assert load_settings(metrics_top_site_pairs="3").metrics_top_site_pairs == 3  # the flag wins
-    with pytest.raises(ConfigError, match="metrics_top_site_pairs"):
+    with pytest.raises(
+        ConfigError, match="--metrics-top-site-pairs / NETTEL_METRICS_TOP_SITE_PAIRS"
+    ):
         load_settings(metrics_top_site_pairs="-1")

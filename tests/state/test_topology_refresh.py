@@ -163,8 +163,22 @@ def test_an_unreachable_url_or_broken_file_is_a_config_error(tmp_path: Path) -> 
         load_topology(f"http://127.0.0.1:{closed_port()}/cric.json")
     broken = tmp_path / "broken.json"
     broken.write_text('{"CERN": [unclosed')
-    with pytest.raises(ConfigError, match=f"topology {broken}: "):
+    with pytest.raises(ConfigError, match=f"topology {broken}: invalid JSON at line 1, column 11"):
         load_topology(str(broken))
+    unsuffixed = tmp_path / "sites"  # JSON by its first character
+    unsuffixed.write_text(
+        '[\n  {"name": "CERN-PROD", "netroutes": {}},\n  {"name": "RAL-LCG2",,}\n]\n'
+    )
+    with pytest.raises(ConfigError) as error:
+        load_topology(str(unsuffixed))
+    assert str(error.value) == (
+        f"topology {unsuffixed}: invalid JSON at line 3, column 23: unexpected character, "
+        "expected a string key"
+    )
+    yaml_broken = tmp_path / "sites.yaml"
+    yaml_broken.write_text("CERN-PROD: [psl01.cern.ch\n")
+    with pytest.raises(ConfigError, match=f"topology {yaml_broken}: invalid YAML at line 2, col"):
+        load_topology(str(yaml_broken))
     with pytest.raises(ConfigError, match="No such file"):
         load_topology(str(tmp_path / "missing.json"))
 

@@ -1,5 +1,6 @@
-"""The demo mesh's CRIC export: read back by nettel, it maps every host to its own site; run.sh
-writes it with `nettel simulate --no-feed` before serve starts."""
+"""The demo mesh's CRIC export: read back by nettel, it maps every host to its own site; and its
+RSE map, one disk per site, for the Rucio table. run.sh writes both with `nettel simulate
+--no-feed` before serve starts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
+from service.publish.rucio import build_rucio_table, load_rse_map
 from service.state.topology_file import load_topology
 from service.state.topology_layouts import Layout
 from training.mesh_inventory import write_cric_export
@@ -39,4 +41,20 @@ def test_simulate_no_feed_writes_the_topology_and_publishes_nothing(
     assert load_topology(str(path)).topology.sites == sorted(build_mesh(20, seed=1).site_names)
 
     assert main(["simulate", "--no-feed"]) == 2
-    assert "--no-feed needs --write-topology" in capsys.readouterr().err
+    assert "--no-feed needs --write-topology or --write-rse-map" in capsys.readouterr().err
+
+
+def test_the_demo_rse_map_gives_the_rucio_table_a_disk_at_every_site(tmp_path: Path) -> None:
+    rse_map = tmp_path / "rse-map.json"
+    assert main(["simulate", "--sites", "3", "--write-rse-map", str(rse_map), "--no-feed"]) == 0
+    assert load_rse_map(rse_map) == {
+        "SITE-01_DATADISK": "SITE-01",
+        "SITE-02_DATADISK": "SITE-02",
+        "SITE-03_DATADISK": "SITE-03",
+    }
+    links = [{"source": "SITE-02", "destination": "SITE-01", "cost": 0.25}]
+    assert build_rucio_table(links, load_rse_map(rse_map)).text.splitlines() == [
+        "SITE-01,SITE-01_DATADISK,0.0000",
+        "SITE-01,SITE-02_DATADISK,0.2500",
+        "SITE-02,SITE-02_DATADISK,0.0000",
+    ]
