@@ -1,7 +1,9 @@
 """Model bundles: `model.keras` + `scaler.json` + `model_card.json` (+ `calibration.json`).
 
 Loading needs numpy and h5py only (see models.numpy_network); the card's sha256 must match the
-`.keras` file and its feature list must equal the service's, or the bundle is refused. A card
+`.keras` file and every feature it names must be one the service computes, or the bundle is
+refused. A bundle reads its own features (a subset of the service's, in its own order) out of
+the service's feature rows by name, so bundles of different inputs serve alike. A card
 naming a calibration must hold its sha256 and the file must parse
 (`service.analysis.calibration.Calibration.from_json`), or the bundle is refused; a bundle whose
 card names none (trained before calibration existed) loads with `calibration` None, logged, and
@@ -38,23 +40,28 @@ PREDICT_BATCH_ROWS = 4096
 
 @dataclass(frozen=True)
 class ModelBundle:
-    """A loaded bundle; satisfies service.analysis.predictor.UtilisationPredictor."""
+    """A loaded bundle; satisfies service.analysis.predictor.UtilisationPredictor.
+
+    `feature_names` are the network's inputs; `columns` where each sits in the service's rows.
+    """
 
     info: ModelInfo
     feature_names: tuple[str, ...]
+    columns: np.ndarray
     scaler: MinMaxScaler
     network: NumpyNetwork
     card: dict[str, Any]
     calibration: Calibration | None = None
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        """Utilisation estimates in [0, 1] for a batch of raw feature rows.
+        """Utilisation estimates in [0, 1] for a batch of the service's feature rows.
 
         Rows go through the network `PREDICT_BATCH_ROWS` at a time (as Keras's `predict` does),
         so each layer's activations stay in the CPU cache however many links there are.
         """
-        starts = range(0, len(features), PREDICT_BATCH_ROWS) or range(1)
-        batches = [features[start : start + PREDICT_BATCH_ROWS] for start in starts]
+        inputs = features[:, self.columns]
+        starts = range(0, len(inputs), PREDICT_BATCH_ROWS) or range(1)
+        batches = [inputs[start : start + PREDICT_BATCH_ROWS] for start in starts]
         predicted = [self.network.predict(self.scaler.transform(batch)) for batch in batches]
         estimates: np.ndarray = np.clip(np.concatenate(predicted), 0.0, 1.0)
         return estimates
@@ -112,8 +119,9 @@ def write_calibration(directory: Path, calibration: Calibration) -> dict[str, An
     }
 
 
-def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBundle:
-    """Load and verify a bundle; ModelBundleError says exactly what is wrong."""
+def load_bundle(directory: Path, service_features: tuple[str, ...]) -> ModelBundle:
+    """Load and verify a bundle for rows of `service_features`; ModelBundleError says exactly
+    what is wrong."""
     try:
         card = json.loads((directory / CARD_FILE).read_text())
         scaler = MinMaxScaler.from_json(json.loads((directory / SCALER_FILE).read_text()))
@@ -122,14 +130,16 @@ def load_bundle(directory: Path, expected_features: tuple[str, ...]) -> ModelBun
         calibration = _load_calibration(directory, card)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ModelBundleError(f"model bundle {directory}: {error}") from None
-    _verify(directory, card, scaler, network, digest, expected_features)
+    _verify(directory, card, scaler, network, digest, service_features)
     info = ModelInfo(
         name=str(card["name"]),
         version=str(card["version"]),
         sha256=digest,
         created=str(card["created"]),
     )
-    return ModelBundle(info, tuple(card["feature_names"]), scaler, network, card, calibration)
+    names = tuple(card["feature_names"])
+    columns = np.array([service_features.index(name) for name in names])
+    return ModelBundle(info, names, columns, scaler, network, card, calibration)
 
 
 def _load_calibration(directory: Path, card: dict[str, Any]) -> Calibration | None:
@@ -155,7 +165,7 @@ def _verify(
     scaler: MinMaxScaler,
     network: NumpyNetwork,
     digest: str,
-    expected_features: tuple[str, ...],
+    service_features: tuple[str, ...],
 ) -> None:
     missing = {"name", "version", "created", "sha256", "feature_names"} - set(card)
     problem = None
@@ -165,18 +175,13 @@ def _verify(
         problem = (
             f"{MODEL_FILE} sha256 {digest[:12]}... differs from the card's {card['sha256'][:12]}..."
         )
-    elif tuple(card["feature_names"]) != expected_features:
-        problem = _feature_mismatch(tuple(card["feature_names"]), expected_features)
-    elif scaler.feature_names != expected_features or network.input_width != len(expected_features):
+    elif unknown := [name for name in card["feature_names"] if name not in service_features]:
+        problem = f"features this nettel does not compute: {unknown[:5]}; retrain with this version"
+    elif len(set(card["feature_names"])) != len(card["feature_names"]):
+        problem = "the card names a feature twice"
+    elif scaler.feature_names != tuple(card["feature_names"]) or network.input_width != len(
+        card["feature_names"]
+    ):
         problem = "scaler or network input width does not match the feature list"
     if problem:
         raise ModelBundleError(f"model bundle {directory}: {problem}")
-
-
-def _feature_mismatch(bundle: tuple[str, ...], service: tuple[str, ...]) -> str:
-    only_bundle = [name for name in bundle if name not in service]
-    only_service = [name for name in service if name not in bundle]
-    detail = f"only in bundle {only_bundle[:5]}, only in service {only_service[:5]}"
-    if not only_bundle and not only_service:
-        detail = "same names in a different order"
-    return f"feature list differs from the service's ({detail}); retrain with this nettel version"

@@ -25,8 +25,8 @@ from training.dataset_files import read_description
 from training.simulation_defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
 
 if TYPE_CHECKING:  # scikit-learn and h5py: imported when a command runs
+    from models.bundle import ModelBundle
     from training.dataset import Dataset
-    from training.evaluate import EarlierBundle
 
 DEFAULT_OUTPUT = Path("models/bundle")
 DEFAULT_EVALUATION_DIR = Path("out/evaluation")
@@ -84,6 +84,14 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> None:
         help="hidden layer widths (default 100,50,5)",
     )
     train.add_argument("--dropout", type=float, default=0.5, help="dropout rate (default 0.5)")
+    train.add_argument(
+        "--inputs",
+        type=_inputs,
+        default=None,
+        metavar="NAMES",
+        help="the network's inputs: newest-minute (the newest minute's five features, default), "
+        "all (netTel's 45 smoothed-history features too) or comma-separated feature names",
+    )
     train.add_argument("--epochs", type=int, default=None, help="training epochs (default 30)")
     train.add_argument(
         "--target",
@@ -266,6 +274,19 @@ def _add_data_options(parser: argparse.ArgumentParser, note: str = "") -> None:
     )
 
 
+def _inputs(text: str) -> tuple[str, ...]:
+    from service.analysis.features import FEATURE_NAMES, NEWEST_FEATURE_NAMES
+
+    presets = {"newest-minute": NEWEST_FEATURE_NAMES, "all": FEATURE_NAMES}
+    names = presets.get(text) or tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in FEATURE_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown features {unknown} (newest-minute, all, or names of {FEATURE_NAMES})"
+        )
+    return names
+
+
 def _widths(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(","))
@@ -279,7 +300,7 @@ def run_train(args: argparse.Namespace) -> int:
     from models.network import NetworkConfig
     from training.dataset import DataSource
     from training.evaluate import format_table
-    from training.train import DEFAULT_EPOCHS, TrainOptions, train_bundle
+    from training.train import DEFAULT_EPOCHS, DEFAULT_INPUTS, TrainOptions, train_bundle
 
     if args.leave_one_family_out and args.perfsonar_dir is not None:
         raise ConfigError(
@@ -302,6 +323,7 @@ def run_train(args: argparse.Namespace) -> int:
             epochs=args.epochs or DEFAULT_EPOCHS,
             output=args.output,
             verbose=2 if args.quiet else "auto",
+            inputs=args.inputs or DEFAULT_INPUTS,
         )
         earlier = _earlier(args.earlier_bundle)
         result = train_bundle(options, earlier=earlier)
@@ -319,16 +341,17 @@ def _archive(directory: str | None) -> Path | None:
     return None if directory is None else local_archive(directory)
 
 
-def _earlier(directory: Path | None) -> EarlierBundle | None:
-    from training.evaluate import load_earlier_bundle
+def _earlier(directory: Path | None) -> ModelBundle | None:
+    from models.bundle import load_bundle
+    from service.analysis.features import FEATURE_NAMES
 
-    return None if directory is None else load_earlier_bundle(directory)
+    return None if directory is None else load_bundle(directory, FEATURE_NAMES)
 
 
 def _leave_one_family_out(
     bundle: Path,
     output: Path,
-    earlier: EarlierBundle | None,
+    earlier: ModelBundle | None,
     record: bool,
     dataset: Dataset | None = None,
 ) -> None:
@@ -407,6 +430,7 @@ def refuse_unused_options(args: argparse.Namespace) -> None:
         "--family": args.family != DEFAULT_FAMILY,
         "--leave-one-family-out": args.leave_one_family_out,
         "--earlier-bundle": args.earlier_bundle is not None,
+        "--inputs": args.inputs is not None,
     }
     if args.dataset is not None:
         unused |= {

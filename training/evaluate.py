@@ -8,8 +8,9 @@ Every method is scored on the same rows (the held-out links' rows) for the same 
 - `empirical`: netTel's delay-and-loss filter score; "above 70 %" when the filter says congested.
   It is not a utilisation estimate, so it has no MSE/MAE.
 - `persistence`: the last utilisation known before the minute; its target form is the estimate.
-- `linear_regression`: least squares on the bundle-scaled features of the training links,
-  fitted to the target; same decision threshold as the model.
+- `linear_regression`: least squares on all the service's features of the training links
+  (min-max scaled and clipped as the network's inputs are), fitted to the target; same
+  decision threshold as the model.
 - `logistic_regression`: fitted on the same rows to "above 70 %"; probability > 0.5. A
   probability is not a utilisation estimate, so it has no MSE/MAE.
 - `gradient_boosting`: scikit-learn's histogram gradient-boosted trees fitted on the same rows
@@ -19,8 +20,8 @@ Each family's `cost` entry says how the cost users consume (`service.analysis.co
 the rows: how often a link below 50 % utilisation costs 0.5 or more (false alarms) and how
 often one above 90 % costs less (misses), for the cost served with this bundle (its calibrated
 probability as the floor) and for the filter's floor of 0.5 with the same estimate; with an
-`earlier` bundle (trained on a subset of today's features, e.g. the shipped one before an
-upgrade), also for that bundle with the filter's floor, the cost served before.
+`earlier` bundle (e.g. the one shipped before, on its own inputs), also for that bundle with the
+filter's floor: the cost served before.
 
 MSE and MAE compare the estimate with the target label; ROC AUC ranks by the method's score.
 Rows are also scored per simulator family (`families`), and a calibrated bundle's congestion
@@ -42,7 +43,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
-from models.bundle import CARD_FILE, ModelBundle, load_bundle
+from models.bundle import ModelBundle, load_bundle
+from models.scaler import MinMaxScaler
 from service.analysis.calibration import Calibration, calibrated_estimates
 from service.analysis.cost import compute_cost
 from service.analysis.features import FEATURE_NAMES
@@ -83,36 +85,6 @@ _COST_INPUTS = tuple(
 
 
 @dataclass(frozen=True)
-class EarlierBundle:
-    """A bundle trained on an earlier feature list, a subset of FEATURE_NAMES (such as netTel's
-    45 before the newest-minute features), scored on the columns it knows. For comparisons only:
-    serving loads bundles of exactly FEATURE_NAMES."""
-
-    bundle: ModelBundle
-    columns: np.ndarray
-
-    @property
-    def calibration(self) -> Calibration | None:
-        return self.bundle.calibration
-
-    def predict(self, features: np.ndarray) -> np.ndarray:
-        return predict(self.bundle, features[:, self.columns])
-
-
-def load_earlier_bundle(directory: Path) -> EarlierBundle:
-    """Load a bundle whose features are all among today's (ModelBundleError otherwise)."""
-    try:
-        names = tuple(json.loads((directory / CARD_FILE).read_text())["feature_names"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ModelBundleError(f"model bundle {directory}: {error}") from None
-    unknown = [name for name in names if name not in FEATURE_NAMES]
-    if unknown:
-        raise ModelBundleError(f"model bundle {directory}: features unknown today: {unknown[:5]}")
-    columns = np.array([FEATURE_NAMES.index(name) for name in names])
-    return EarlierBundle(load_bundle(directory, names), columns)
-
-
-@dataclass(frozen=True)
 class Scores:
     """One method's output on the evaluation rows."""
 
@@ -122,7 +94,7 @@ class Scores:
 
 
 def score_methods(
-    bundle: ModelBundle, dataset: Dataset, split: LinkSplit, earlier: EarlierBundle | None = None
+    bundle: ModelBundle, dataset: Dataset, split: LinkSplit, earlier: ModelBundle | None = None
 ) -> dict[str, Scores]:
     """Every method's scores on the held-out rows; baselines are fitted on the training links
     (without training links, as when scoring all links of new data, those are left out). An
@@ -140,14 +112,12 @@ def score_methods(
         ),
     }
     if earlier is not None:
-        before = earlier.predict(test.features)
+        before = predict(earlier, test.features)
         scores["earlier_bundle"] = Scores(before, before, before > threshold)
     if not len(train):
         return scores
-    x_train, x_test = (
-        bundle.scaler.transform(train.features),
-        bundle.scaler.transform(test.features),
-    )
+    scaler = MinMaxScaler.fit_clipped(train.features, FEATURE_NAMES)  # every feature
+    x_train, x_test = scaler.transform(train.features), scaler.transform(test.features)
     above = is_congested(train.utilisation)
     linear = LinearRegression().fit(x_train, train.label).predict(x_test)
     logistic = _fit_logistic(x_train, above).predict_proba(x_test)[:, 1]
@@ -199,7 +169,7 @@ def cost_outcomes(cost: np.ndarray, utilisation: np.ndarray) -> dict[str, float 
 
 
 def cost_report(
-    bundle: ModelBundle, rows: Dataset, earlier: EarlierBundle | None = None
+    bundle: ModelBundle, rows: Dataset, earlier: ModelBundle | None = None
 ) -> dict[str, Any]:
     """Cost outcomes on `rows`: served with `bundle`, with its estimate and the filter's floor,
     and (given `earlier`) served as before with the earlier bundle and the filter's floor."""
@@ -209,7 +179,7 @@ def cost_report(
         "filter_floor": cost_outcomes(served_cost(estimate, None, rows), rows.utilisation),
     }
     if earlier is not None:
-        before = served_cost(earlier.predict(rows.features), None, rows)
+        before = served_cost(predict(earlier, rows.features), None, rows)
         report["earlier_bundle"] = cost_outcomes(before, rows.utilisation)
     return report
 
@@ -230,7 +200,7 @@ def compute_metrics(
 
 
 def evaluate_holdout(
-    bundle: ModelBundle, dataset: Dataset, split: LinkSplit, earlier: EarlierBundle | None = None
+    bundle: ModelBundle, dataset: Dataset, split: LinkSplit, earlier: ModelBundle | None = None
 ) -> dict[str, Any]:
     """The evaluation report (no files): metrics of every method on the held-out links, also
     per simulator family, with the calibration's metrics and the cost outcomes per family."""
@@ -289,7 +259,7 @@ def write_evaluation(
     split: LinkSplit,
     output_dir: Path,
     mode: str = "held-out",
-    earlier: EarlierBundle | None = None,
+    earlier: ModelBundle | None = None,
 ) -> dict[str, Any]:
     """Evaluate, then write report.json and the PNG plots into `output_dir`; return the report.
 
@@ -442,7 +412,7 @@ def evaluate_bundle(
     directory: Path,
     output_dir: Path,
     source: DataSource | None = None,
-    earlier: EarlierBundle | None = None,
+    earlier: ModelBundle | None = None,
 ) -> dict[str, Any]:
     """Rebuild the card's dataset and split, check the held-out links, write the evaluation.
 
@@ -466,7 +436,7 @@ def evaluate_bundle(
 
 
 def evaluate_all_links(
-    directory: Path, output_dir: Path, source: DataSource, earlier: EarlierBundle | None = None
+    directory: Path, output_dir: Path, source: DataSource, earlier: ModelBundle | None = None
 ) -> dict[str, Any]:
     """Score a bundle on every labelled link of `source` (links it never saw: no split, no
     comparison with its card). Baselines fitted on training rows (linear and logistic

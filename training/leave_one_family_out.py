@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from models.bundle import CARD_FILE
+from models.bundle import CARD_FILE, ModelBundle
 from training.dataset import Dataset, LinkSplit, family_links
-from training.evaluate import EarlierBundle
 from training.simulation_defaults import SIMULATOR_FAMILIES
 from training.train import TrainOptions, fit_bundle, split_dataset
 
@@ -41,7 +40,7 @@ def leave_one_family_out(
     options: TrainOptions,
     output_dir: Path,
     log: Callable[[str], None] = print,
-    earlier: EarlierBundle | None = None,
+    earlier: ModelBundle | None = None,
 ) -> dict[str, Any]:
     """Build every family's rows with `options.source`, then `evaluate_left_out`."""
     log(f"leave-one-family-out: building the rows of families {ALL_FAMILIES}")
@@ -54,7 +53,7 @@ def evaluate_left_out(
     dataset: Dataset,
     output_dir: Path,
     log: Callable[[str], None] = print,
-    earlier: EarlierBundle | None = None,
+    earlier: ModelBundle | None = None,
 ) -> dict[str, Any]:
     """Train without each family in turn (bundles under `output_dir/without-<F>`), score every
     method on that family's links, write REPORT_FILE; return the report."""

@@ -37,6 +37,7 @@ from training.dataset import (
 from training.dataset_files import open_rows, read_description
 from training.train import (
     DEFAULT_CALIBRATION_FRACTION,
+    DEFAULT_INPUTS,
     TrainResult,
     add_calibration,
     add_evaluation,
@@ -105,7 +106,7 @@ def train_streamed(
         f" training links, {len(split.calibration)} calibration links, {len(split.holdout)}"
         f" held-out links ({dataset_seconds:.0f} s to scan)"
     )
-    model = build_network(len(FEATURE_NAMES), options.network, options.seed)
+    model = build_network(len(DEFAULT_INPUTS), options.network, options.seed)
     batches = training_batches(rows, train_links, train_rows, scaler, options.seed)
     started = time.perf_counter()
     losses = fit_network_batches(model, batches, options.epochs, options.verbose)
@@ -175,14 +176,14 @@ def fit_scaler_streamed(
     rng = np.random.default_rng([seed, _SCALER_STREAM])
     keep = min(1.0, SCALER_SAMPLE_ROWS / max(train_rows, 1))
     sample = []
-    for frame in _batches(rows, [*_LINK, *FEATURE_NAMES]):
-        features = frame.loc[_link_names(frame).isin(train_links), list(FEATURE_NAMES)]
+    for frame in _batches(rows, [*_LINK, *DEFAULT_INPUTS]):
+        features = frame.loc[_link_names(frame).isin(train_links), list(DEFAULT_INPUTS)]
         values = features.to_numpy(np.float64)
         sample.append(values[rng.random(len(values)) < keep])
-    drawn = np.concatenate(sample) if sample else np.zeros((0, len(FEATURE_NAMES)))
+    drawn = np.concatenate(sample) if sample else np.zeros((0, len(DEFAULT_INPUTS)))
     if not len(drawn):
         raise ValueError("no training rows")
-    return MinMaxScaler.fit_clipped(drawn, FEATURE_NAMES)
+    return MinMaxScaler.fit_clipped(drawn, DEFAULT_INPUTS)
 
 
 def training_batches(
@@ -199,10 +200,10 @@ def training_batches(
         rng = np.random.default_rng([seed, next(epochs)])
         order = [files[i] for i in rng.permutation(len(files))]
         pending: list[tuple[np.ndarray, np.ndarray]] = []
-        for frame in _batches(rows, [*_LINK, *FEATURE_NAMES, "label"], order):
+        for frame in _batches(rows, [*_LINK, *DEFAULT_INPUTS, "label"], order):
             frame = frame[_link_names(frame).isin(train_links)]
             shuffled = rng.permutation(len(frame))
-            features = scaler.transform(frame[list(FEATURE_NAMES)].to_numpy()[shuffled])
+            features = scaler.transform(frame[list(DEFAULT_INPUTS)].to_numpy()[shuffled])
             pending.append((features, frame["label"].to_numpy(np.float32)[shuffled]))
             if sum(len(y) for _, y in pending) >= BATCH_SIZE:
                 x, y = (np.concatenate(part) for part in zip(*pending, strict=True))
@@ -214,7 +215,7 @@ def training_batches(
             yield tuple(np.concatenate(part) for part in zip(*pending, strict=True))  # type: ignore[misc]
 
     signature = (
-        tf.TensorSpec((None, len(FEATURE_NAMES)), tf.float32),
+        tf.TensorSpec((None, len(DEFAULT_INPUTS)), tf.float32),
         tf.TensorSpec((None,), tf.float32),
     )
     batches = tf.data.Dataset.from_generator(generate, output_signature=signature)

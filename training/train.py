@@ -21,15 +21,20 @@ from typing import TYPE_CHECKING, Any
 from models.bundle import CARD_FILE, ModelBundle, load_bundle, save_bundle, write_calibration
 from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
 from models.scaler import MinMaxScaler
-from service.analysis.features import FEATURE_NAMES
+from service.analysis.features import FEATURE_NAMES, NEWEST_FEATURE_NAMES
 from training.calibrate import fit_calibration
 from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_by_family
-from training.evaluate import DECISION_THRESHOLD, EarlierBundle, evaluate_holdout, predict
+from training.evaluate import DECISION_THRESHOLD, evaluate_holdout, predict
 
 if TYPE_CHECKING:  # importing Keras here would precede models.network's TensorFlow settings
     import keras
 
 MODEL_NAME = "nettel-utilisation"
+#: The network's inputs unless told otherwise: the newest minute's five features. Trained with
+#: netTel's 45 smoothed-history features beside them, the network fitted each simulator
+#: family's history and ranked the busy minutes of families it had not seen far worse
+#: (docs/model.md, section 8); all 50 stay computed and can be chosen (`--inputs all`).
+DEFAULT_INPUTS = NEWEST_FEATURE_NAMES
 DEFAULT_EPOCHS = 30
 #: Share of the links kept from training to fit the calibration (besides the held-out share).
 DEFAULT_CALIBRATION_FRACTION = 0.15
@@ -51,9 +56,11 @@ class TrainOptions:
     epochs: int = DEFAULT_EPOCHS
     output: Path = Path("models/bundle")
     verbose: int | str = "auto"
+    inputs: tuple[str, ...] = DEFAULT_INPUTS
 
     def __post_init__(self) -> None:
         check_run(self.holdout_fraction, self.calibration_fraction, self.epochs)
+        check_inputs(self.inputs)
         if self.target not in TARGET_DEFINITIONS:
             raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
 
@@ -75,6 +82,20 @@ def check_run(holdout_fraction: float, calibration_fraction: float, epochs: int)
         raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
 
 
+def check_inputs(inputs: tuple[str, ...]) -> None:
+    """The network's inputs: distinct names of features the service computes."""
+    unknown = [name for name in inputs if name not in FEATURE_NAMES]
+    if not inputs or unknown or len(set(inputs)) != len(inputs):
+        raise ValueError(
+            f"inputs must be distinct feature names of {FEATURE_NAMES} (unknown: {unknown})"
+        )
+
+
+def input_columns(inputs: tuple[str, ...]) -> list[int]:
+    """Where each input sits in the rows of FEATURE_NAMES."""
+    return [FEATURE_NAMES.index(name) for name in inputs]
+
+
 @dataclass(frozen=True)
 class TrainResult:
     directory: Path
@@ -92,7 +113,7 @@ def _print(line: str) -> None:
 def train_bundle(
     options: TrainOptions,
     log: Callable[[str], None] = _print,
-    earlier: EarlierBundle | None = None,
+    earlier: ModelBundle | None = None,
 ) -> TrainResult:
     """Run the whole pipeline and write the bundle to `options.output`."""
     started = time.perf_counter()
@@ -115,7 +136,7 @@ def fit_bundle(
     dataset: Dataset,
     split: LinkSplit,
     dataset_seconds: float = 0.0,
-    earlier: EarlierBundle | None = None,
+    earlier: ModelBundle | None = None,
 ) -> TrainResult:
     """Train on `split.train`, save, calibrate on `split.calibration`, score `split.holdout`
     (beside an `earlier` bundle, if given)."""
@@ -144,18 +165,22 @@ def train_network(
     options: TrainOptions, dataset: Dataset, split: LinkSplit
 ) -> tuple[keras.Sequential, MinMaxScaler, list[float], float]:
     """Scaler and network fitted on the training links only, the epoch losses and the seconds."""
-    scaler = fit_scaler(dataset, split)
+    scaler = fit_scaler(dataset, split, options.inputs)
     train = dataset.rows_of(split.train)
-    model = build_network(len(FEATURE_NAMES), options.network, options.seed)
+    model = build_network(len(options.inputs), options.network, options.seed)
     started = time.perf_counter()
-    features = scaler.transform(train.features)
+    features = scaler.transform(train.features[:, input_columns(options.inputs)])
     losses = fit_network(model, features, train.label, options.epochs, verbose=options.verbose)
     return model, scaler, losses, time.perf_counter() - started
 
 
-def fit_scaler(dataset: Dataset, split: LinkSplit) -> MinMaxScaler:
-    """Clipped min-max bounds from the training links' rows only: held-out links stay unseen."""
-    return MinMaxScaler.fit_clipped(dataset.rows_of(split.train).features, FEATURE_NAMES)
+def fit_scaler(
+    dataset: Dataset, split: LinkSplit, inputs: tuple[str, ...] = DEFAULT_INPUTS
+) -> MinMaxScaler:
+    """Clipped min-max bounds of the `inputs` from the training links' rows only: held-out
+    links stay unseen."""
+    rows = dataset.rows_of(split.train).features[:, input_columns(inputs)]
+    return MinMaxScaler.fit_clipped(rows, inputs)
 
 
 def _dataset_summary(dataset: Dataset, split: LinkSplit, seconds: float) -> str:
@@ -240,7 +265,7 @@ def _data_card(options: TrainOptions, dataset: Dataset, split: LinkSplit) -> dic
 
 
 def add_evaluation(
-    directory: Path, dataset: Dataset, split: LinkSplit, earlier: EarlierBundle | None = None
+    directory: Path, dataset: Dataset, split: LinkSplit, earlier: ModelBundle | None = None
 ) -> dict[str, Any]:
     """Score the saved bundle (numpy path) on the held-out links; add the metrics to its card."""
     bundle = load_bundle(directory, FEATURE_NAMES)
@@ -274,4 +299,5 @@ def options_from_card(card: dict[str, Any], output: Path, verbose: int | str = 0
         epochs=int(card["epochs"]),
         output=output,
         verbose=verbose,
+        inputs=tuple(card["feature_names"]),
     )

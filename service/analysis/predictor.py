@@ -21,7 +21,8 @@ class ModelInfo:
 
 
 class UtilisationPredictor(Protocol):
-    """Anything that maps (links x features) rows to utilisation ratios in [0, 1]."""
+    """Anything that maps (links x FEATURE_NAMES) rows to utilisation ratios in [0, 1], reading
+    its `feature_names` (its inputs, all among FEATURE_NAMES) out of them."""
 
     @property
     def info(self) -> ModelInfo: ...

@@ -115,13 +115,6 @@ def test_predictor_not_called_when_no_row_is_complete() -> None:
     assert np.isnan(result.utilisation).all()
 
 
-def test_predictor_with_other_feature_list_is_refused() -> None:
-    predictor = FakePredictor(tuple(reversed(FEATURE_NAMES)))
-    with pytest.raises(ValueError, match="FEATURE_NAMES"):
-        analyse_links(two_link_state().view(NOW), predictor)
-    assert predictor.calls == []
-
-
 def test_stale_after_five_minutes_without_data() -> None:
     state = two_link_state()
     last = N * 60

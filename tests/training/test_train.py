@@ -20,7 +20,13 @@ from service.analysis.features import FEATURE_NAMES  # noqa: E402
 from service.errors import ConfigError  # noqa: E402
 from training.cli_commands import add_evaluate_command, add_train_command  # noqa: E402
 from training.dataset import DataSource, build_simulated_dataset, split_links  # noqa: E402
-from training.train import TrainOptions, TrainResult, fit_scaler, train_bundle  # noqa: E402
+from training.train import (  # noqa: E402
+    DEFAULT_INPUTS,
+    TrainOptions,
+    TrainResult,
+    fit_scaler,
+    train_bundle,
+)
 
 TINY_NETWORK = NetworkConfig(widths=(16, 8, 4), dropout=0.1)
 
@@ -55,7 +61,8 @@ def test_the_scaler_sees_training_links_only() -> None:
     held_out = np.isin(dataset.link, split.holdout)
     dataset.features[held_out] = 1e9  # a held-out row that leaked would move the maximum
     assert fit_scaler(dataset, split).maximum.tolist() == scaler.maximum.tolist()
-    expected = MinMaxScaler.fit_clipped(dataset.features[~held_out], FEATURE_NAMES)
+    columns = [FEATURE_NAMES.index(name) for name in DEFAULT_INPUTS]
+    expected = MinMaxScaler.fit_clipped(dataset.features[~held_out][:, columns], DEFAULT_INPUTS)
     np.testing.assert_array_equal(scaler.minimum, expected.minimum)
     assert scaler.clip
     assert scaler.maximum.max() < 1e9

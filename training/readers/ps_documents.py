@@ -19,7 +19,7 @@ What a document cannot give: it has no histogram, so of the service's ``Histogra
 ``dropped_packets`` 0 (not known; nothing in state or analysis reads them), ``minimum`` and
 ``p95`` are NaN (the matrix's per-link ``delay_min``/``delay_p95`` stay empty for such links),
 ``clock_suspect`` is set only when the mean or median is negative (a negative delay was kept),
-which misses a histogram with a few negative buckets. None of the 45 features reads a missing
+which misses a histogram with a few negative buckets. None of the 50 features reads a missing
 field: they use the mean, median and std series and the loss, and the all-time minimum is the
 minimum of the minute means. The collector's median is approximate (a precedence bug for even
 packet counts), so ``delay_median_smoothed`` inherits that error on these archives. Clock errors
