@@ -29,7 +29,6 @@ import ipaddress
 import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -45,6 +44,8 @@ PROBES_PER_MINUTE = 600
 PROBE_INTERVAL_S = 60.0 / PROBES_PER_MINUTE
 PROBE_BYTES = 40
 SEGMENT_BYTES = 1448
+#: Initial congestion window (segments), Linux's.
+INITIAL_WINDOW = 10
 #: Bytes of a full-sized packet on the wire: segment, TCP/IP headers with options, PPP.
 PACKET_BYTES = SEGMENT_BYTES + 52 + 2
 UDP_BYTES = 1200
@@ -57,11 +58,10 @@ DEVICE_QUEUE_PACKETS = 1
 QDISCS = ("fifo", "red", "fq_codel", "codel", "pie")
 QDISC_SHARES = (0.45, 0.15, 0.2, 0.1, 0.1)
 PROPAGATION_MS = (1.0, 150.0)
-ACCESS_MS = (0.05, 0.5)
-#: The second TCP sender's extra access delay, as a share of the path's propagation delay.
+#: The far TCP sender's extra access delay, as a share of the path's propagation delay.
 FAR_SENDER_SHARE = (0.2, 1.0)
 HOP2_SHARE = 0.35
-HOP2_RATE = (1.2, 3.0)
+HOP2_RATE = (1.2, 2.0)
 HOP2_BUFFER_MS = (10.0, 50.0)
 HOP2_CROSS_LOAD = (0.2, 0.9)
 CLOCK_OFFSET_SHARE = 0.25
@@ -126,7 +126,7 @@ class LinkDraw:
     buffer_ms: float
     queue_packets: int
     propagation_ms: float
-    access_ms: tuple[float, float]
+    far_sender_ms: float
     bottleneck_delay_ms: float
     has_hop2: bool
     hop2_rate_bps: float
@@ -260,16 +260,15 @@ def draw_link(link: int, minutes: int, seed: int, longitude_deg: float) -> LinkD
     qdisc = str(rng.choice(QDISCS, p=QDISC_SHARES))
     buffer_packets = max(MIN_QUEUE_PACKETS, round(_log_uniform(rng, BUFFER_MS) / packet_ms))
     propagation = _log_uniform(rng, PROPAGATION_MS)
-    near = float(rng.uniform(*ACCESS_MS))
-    far = near + propagation * float(rng.uniform(*FAR_SENDER_SHARE))
+    far_sender = propagation * float(rng.uniform(*FAR_SENDER_SHARE))
     has_hop2 = bool(rng.random() < HOP2_SHARE)
     hop2_rate = rate * float(rng.uniform(*HOP2_RATE))
     hop2_packets = max(
         MIN_QUEUE_PACKETS,
         round(float(rng.uniform(*HOP2_BUFFER_MS)) / (PACKET_BYTES * 8 / hop2_rate * 1e3)),
     )
-    hop2_delay = propagation * float(rng.uniform(0.05, 0.3)) if has_hop2 else 0.05
-    bottleneck_delay = max(propagation - near - hop2_delay, 0.05)
+    hop2_delay = propagation * float(rng.uniform(0.05, 0.3)) if has_hop2 else 0.0
+    bottleneck_delay = max(propagation - hop2_delay, 0.05)
     offset = 0.0
     if rng.random() < CLOCK_OFFSET_SHARE:
         offset = float(rng.choice([-1.0, 1.0]) * rng.uniform(*CLOCK_OFFSET_MS))
@@ -285,7 +284,7 @@ def draw_link(link: int, minutes: int, seed: int, longitude_deg: float) -> LinkD
         buffer_ms=buffer_packets * packet_ms,
         queue_packets=buffer_packets - DEVICE_QUEUE_PACKETS,
         propagation_ms=propagation,
-        access_ms=(near, far),
+        far_sender_ms=far_sender,
         bottleneck_delay_ms=bottleneck_delay,
         has_hop2=has_hop2,
         hop2_rate_bps=hop2_rate if has_hop2 else 0.0,
@@ -416,9 +415,10 @@ def simulate_link(draw: LinkDraw) -> LinkMeasurement:
     spec.rng_run = draw.run
     spec.minutes = draw.minutes
     spec.segment_bytes = SEGMENT_BYTES
+    spec.initial_window = INITIAL_WINDOW
     spec.rate_bps = draw.rate_bps
     spec.bottleneck_delay_ms = draw.bottleneck_delay_ms
-    spec.access_delay_ms[0], spec.access_delay_ms[1] = draw.access_ms
+    spec.far_sender_delay_ms = draw.far_sender_ms
     spec.queue_packets = draw.queue_packets
     spec.device_queue_packets = DEVICE_QUEUE_PACKETS
     spec.qdisc = QDISCS.index(draw.qdisc)
@@ -463,9 +463,8 @@ def simulate_links(draws: list[LinkDraw], processes: int) -> Iterator[LinkMeasur
         yield from map(simulate_link, draws)
         return
     context = get_context("spawn")  # ns-3 and cppyy do not survive a fork
-    with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        for future in as_completed([pool.submit(simulate_link, draw) for draw in draws]):
-            yield future.result()
+    with context.Pool(processes) as pool:  # leaving it (also on an error) ends the workers
+        yield from pool.imap_unordered(simulate_link, draws, chunksize=1)
 
 
 # --- writing the capture -------------------------------------------------------------------------
@@ -566,29 +565,33 @@ Progress = Callable[[int, int, float], None]
 
 def write_capture(request: CaptureRequest, progress: Progress | None = None) -> dict[str, Any]:
     """Draw, simulate and write every link of `request` (layout in docs/simulator-ns3.md);
-    returns the manifest, also written to routers/scenario.json."""
+    returns the manifest, routers/scenario.json (rewritten after every link, `complete` once
+    all are written, so a stopped run leaves a usable directory of the links it finished)."""
     if min(request.links, request.minutes, request.processes) < 1:
         raise ValueError("links, minutes and processes must be >= 1")
     hosts = build_hosts(request.links, request.seed)
     draws = draw_links(hosts, request.minutes, request.seed)
     started = time.monotonic()
-    links = write_links(request.output, hosts, draws, request, progress)
-    cpu = sum(link["cpu_seconds"] for link in links)
-    manifest = {
-        "family": "C",
-        "simulator": "training.simulator_ns3 (ns-3 3.44, training/ns3_scenario.cpp)",
-        "seed": request.seed,
-        "links": request.links,
-        "minutes": request.minutes,
-        "first_minute": request.first_minute,
-        "processes": request.processes,
-        "wall_seconds": round(time.monotonic() - started, 1),
-        "cpu_seconds": round(cpu, 1),
-        "cpu_seconds_per_link_minute": round(cpu / (request.links * request.minutes), 4),
-        "router_map": f"{ROUTER_DIR}/{ROUTER_MAP}",
-        "link_parameters": links,
-    }
-    (request.output / ROUTER_DIR / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    manifest: dict[str, Any] = {}
+    for links in write_links(request.output, hosts, draws, request, progress):
+        cpu = sum(link["cpu_seconds"] for link in links)
+        manifest = {
+            "family": "C",
+            "simulator": "training.simulator_ns3 (ns-3 3.44, training/ns3_scenario.cpp)",
+            "seed": request.seed,
+            "links": request.links,
+            "minutes": request.minutes,
+            "first_minute": request.first_minute,
+            "processes": request.processes,
+            "complete": len(links) == len(draws),
+            "links_written": len(links),
+            "wall_seconds": round(time.monotonic() - started, 1),
+            "cpu_seconds": round(cpu, 1),
+            "cpu_seconds_per_link_minute": round(cpu / (len(links) * request.minutes), 4),
+            "router_map": f"{ROUTER_DIR}/{ROUTER_MAP}",
+            "link_parameters": links,
+        }
+        (request.output / ROUTER_DIR / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
@@ -598,9 +601,9 @@ def write_links(
     draws: list[LinkDraw],
     request: CaptureRequest,
     progress: Progress | None = None,
-) -> list[dict[str, Any]]:
+) -> Iterator[list[dict[str, Any]]]:
     """Simulate `draws` (links of `hosts`) and write their captures, router counters and the
-    router map into `directory`; each link's parameters and what its simulation cost."""
+    router map into `directory`; after each link, the parameters and cost of those written."""
     (directory / ROUTER_DIR).mkdir(parents=True, exist_ok=True)
     entries: dict[int, dict[str, Any]] = {}
     summaries: dict[int, dict[str, Any]] = {}
@@ -610,11 +613,11 @@ def write_links(
         entries[draw.index] = write_link(directory, hosts, draw, measured, request.first_minute)
         summaries[draw.index] = draw.summary() | measured.summary(draw.rate_bps)
         summaries[draw.index]["name"] = _link_name(hosts, draw.index)
+        router_map = {"links": [entries[i] for i in sorted(entries)]}
+        (directory / ROUTER_DIR / ROUTER_MAP).write_text(json.dumps(router_map, indent=1) + "\n")
         if progress is not None:
             progress(done, len(draws), time.monotonic() - started)
-    router_map = {"links": [entries[i] for i in sorted(entries)]}
-    (directory / ROUTER_DIR / ROUTER_MAP).write_text(json.dumps(router_map, indent=1) + "\n")
-    return [summaries[i] for i in sorted(summaries)]
+        yield [summaries[i] for i in sorted(summaries)]
 
 
 def _link_name(hosts: Mesh, link: int) -> str:

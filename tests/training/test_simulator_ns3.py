@@ -80,8 +80,8 @@ def link(
         queue_packets=10,
         buffer_ms=11 * PACKET_MS,
         propagation_ms=20.0,
-        access_ms=(0.2, 5.0),
-        bottleneck_delay_ms=19.7,
+        far_sender_ms=5.0,
+        bottleneck_delay_ms=20.0,
         has_hop2=False,
         hop2_rate_bps=0.0,
         hop2_delay_ms=0.1,
@@ -171,7 +171,7 @@ def test_the_capture_directory_reads_through_the_real_data_pipeline(tmp_path: Pa
         link(traffic(minutes=minutes), minutes, index=1, clock_offset_ms=-25.0),
     ]
     request = CaptureRequest(tmp_path, 2, minutes, SEED, 1, FIRST_MINUTE)
-    summaries = write_links(tmp_path, hosts, draws, request)
+    *_, summaries = write_links(tmp_path, hosts, draws, request)
     assert [s["name"] for s in summaries] == ["NS3-01->NS3-02", "NS3-02->NS3-01"]
 
     dataset = build_real_dataset(tmp_path, tmp_path / ROUTER_DIR / ROUTER_MAP)
@@ -197,3 +197,19 @@ def test_the_capture_directory_reads_through_the_real_data_pipeline(tmp_path: Pa
     )
     delays = [float(k) for k in next(iter(offset["body"]["datapoints"].values()))]
     assert max(delays) < 0  # 20 ms away, a clock 25 ms behind: negative one-way delays
+
+
+def test_nettel_simulate_writes_a_complete_capture(tmp_path: Path) -> None:
+    from service.cli import main
+
+    seed = 5  # its one link is an idle one: quick to simulate
+    assert draw_links(build_hosts(1, seed), WARMUP_MINUTES + 1, seed)[0].idle
+    argv = ["simulate", "--family", "C", "--output", str(tmp_path), "--links", "1", "--seed", "5"]
+    assert main([*argv, "--minutes", str(WARMUP_MINUTES + 1), "--processes", "1"]) == 0
+
+    manifest = json.loads((tmp_path / ROUTER_DIR / "scenario.json").read_text())
+    assert manifest["complete"] and manifest["links_written"] == 1
+    assert manifest["link_parameters"][0]["cpu_seconds"] > 0
+    dataset = build_real_dataset(tmp_path, tmp_path / ROUTER_DIR / ROUTER_MAP)
+    assert len(dataset) == 1
+    assert dataset.minute[0] == FIRST_MINUTE + WARMUP_MINUTES  # the first row: 2024-01-01T00:00Z
