@@ -1,6 +1,6 @@
 """The utilisation network: netTel's fully connected ReLU stack, built and trained with Keras.
 
-Input(45) -> Dense(w1, relu) -> Dropout(d) -> Dense(w2, relu) -> Dropout(d) -> Dense(w3, relu)
+Input(n inputs) -> Dense(w1, relu) -> Dropout(d) -> Dense(w2, relu) -> Dropout(d) -> Dense(w3, relu)
 -> Dense(1). Only layers `models.numpy_network` can run (Dense with relu/linear/sigmoid,
 Dropout), so serving needs no TensorFlow. Importing this module imports Keras (training only).
 """

@@ -1,7 +1,7 @@
 """Training rows on disk: Parquet partitioned by day, the layout `nettel dataset` writes.
 
 ``<directory>/day=YYYY-MM-DD/*.parquet`` hold one row per (link, minute): ``source``,
-``destination`` (the link's IPs), ``minute`` (epoch minute), the 45 features under their
+``destination`` (the link's IPs), ``minute`` (epoch minute), the 50 features under their
 FEATURE_NAMES, ``utilisation`` (true ratio), ``label`` (its target form), ``empirical`` (the
 filter's score) and ``persistence``; ``<directory>/_dataset.json`` describes the source (the
 dataset description of the model card, plus the engine). Both engines write this layout, and

@@ -127,6 +127,18 @@ def test_train_command_options() -> None:
         parse("train", "--widths", "8,x")
 
 
+def test_train_inputs_are_presets_or_feature_names() -> None:
+    assert parse("train").inputs is None  # TrainOptions' default: DEFAULT_INPUTS
+    assert parse("train", "--inputs", "all").inputs == FEATURE_NAMES
+    assert parse("train", "--inputs", "newest-minute").inputs == DEFAULT_INPUTS
+    chosen = parse("train", "--inputs", "newest_loss, delay_gradient").inputs
+    assert chosen == ("newest_loss", "delay_gradient")
+    with pytest.raises(SystemExit):
+        parse("train", "--inputs", "newest_loss,delay_p99")
+    with pytest.raises(ValueError, match="distinct feature names"):
+        TrainOptions(inputs=("newest_loss", "newest_loss"))
+
+
 def test_train_command_reports_bad_options_as_config_errors(tmp_path: Path) -> None:
     args = parse("train", "--holdout-fraction", "1.5", "--output", str(tmp_path))
     with pytest.raises(ConfigError, match="holdout fraction"):
@@ -152,5 +164,7 @@ def test_train_command_writes_a_bundle(tmp_path: Path, capsys: pytest.CaptureFix
         str(tmp_path / "bundle"),
     )
     assert args.run(args) == 0
-    assert load_bundle(tmp_path / "bundle", FEATURE_NAMES).card["epochs"] == 1
+    bundle = load_bundle(tmp_path / "bundle", FEATURE_NAMES)
+    assert bundle.card["epochs"] == 1
+    assert bundle.feature_names == DEFAULT_INPUTS
     assert "| model |" in capsys.readouterr().out
