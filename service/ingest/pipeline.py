@@ -175,9 +175,11 @@ class IngestPipeline:
         for _, stats in result.delays:
             self.counters.clock_error_packets += stats.dropped_packets
         if outcome.rejected:
-            details = dict(result.rejected)
+            details = dict(result.rejected) | outcome.details
             for reason in outcome.rejected:
                 self._reject(reason, details.get(reason, ""), destination)
+        for conflict in outcome.conflicts:
+            self._reject(RejectReason.IDENTITY_CONFLICT, conflict, destination)
         return outcome.applied
 
     def _count_messages(self, parsed: ParsedFrames, now: float) -> None:
