@@ -5,12 +5,15 @@ A producer is the end that measured, as the message names it: the bus's `input_s
 the source address), a pScheduler run's source host. Messages for links the state has already
 are never refused here; a refused link's datapoints are counted (`link_limit`,
 `new_link_rate`) and dropped, and its next message tries again. Retirement frees rows.
+An archive's history (`--backfill-from`) and a journal's replay at start (`replaying`) were
+admitted or configured before: only the cap applies to them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from service.errors import RejectReason
 from service.ingest.rate_limit import ClientRateLimiter
@@ -31,6 +34,8 @@ class LinkAdmission:
     [None, None, <RejectReason.NEW_LINK_RATE: 'new_link_rate'>]
     >>> admission(link, 3)  # a minute later the producer may add again, but the state is full
     <RejectReason.LINK_LIMIT: 'link_limit'>
+    >>> admission(link, 2, history=True)  # an archive's links: the cap only
+
     """
 
     def __init__(
@@ -41,14 +46,26 @@ class LinkAdmission:
     ) -> None:
         self.max_links = max_links
         self._producers = ClientRateLimiter(per_minute / 60.0, per_minute, MAX_PRODUCERS, clock)
+        self._replaying = False
 
-    def __call__(self, link: LinkEndpoints | NamedEndpoints, links: int) -> RejectReason | None:
+    def __call__(
+        self, link: LinkEndpoints | NamedEndpoints, links: int, history: bool = False
+    ) -> RejectReason | None:
         """Why the state, holding `links` links, refuses the new `link` (None: it takes it)."""
         if links >= self.max_links:
             return RejectReason.LINK_LIMIT
-        if self._producers.admit(producer_of(link)):
-            return RejectReason.NEW_LINK_RATE
-        return None
+        if history or self._replaying or not self._producers.admit(producer_of(link)):
+            return None
+        return RejectReason.NEW_LINK_RATE
+
+    @contextmanager
+    def replaying(self) -> Iterator[None]:
+        """Only the cap applies within the block (a journal replayed before ingest starts)."""
+        self._replaying = True
+        try:
+            yield
+        finally:
+            self._replaying = False
 
 
 def producer_of(link: LinkEndpoints | NamedEndpoints) -> str:

@@ -79,6 +79,11 @@ class RuntimeCollector(Collector):
             "nettel_pscheduler_runs", "pScheduler runs taken in, by outcome.", "outcome", runs
         )
         yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
+        yield GaugeMetricFamily(
+            "nettel_links_limit",
+            "Links the state holds at most (--max-links); new ones beyond are refused.",
+            value=runtime.settings.max_links,
+        )
         yield from _state_lifecycle(runtime)
         yield GaugeMetricFamily(
             "nettel_links_unmapped",

@@ -27,8 +27,9 @@ from service.state.topology import Topology
 #: so an NTP-synchronised toolkit's are never ahead; one stamped later would become its link's
 #: newest minute and hide the real one until the clock passes it.
 MAX_FUTURE_SECONDS = 10
-#: Why a new link is refused, given the link and how many the state holds (None: take it).
-Admission = Callable[[LinkEndpoints | NamedEndpoints, int], RejectReason | None]
+#: Why a new link is refused, given the link, how many the state holds and whether it comes
+#: from an archive's history (None: take it).
+Admission = Callable[[LinkEndpoints | NamedEndpoints, int, bool], RejectReason | None]
 _Name = TypeVar("_Name", str, str | None)  # a link end's IP, host or site
 
 
@@ -161,7 +162,7 @@ class LinkState:
         row_of = np.full(len(messages), -1, dtype=np.int64)
         refusals: dict[int, RejectReason] = {}
         for number in np.unique(message_of[kept]).tolist():  # new links get rows in message order
-            row = self._row_for(messages[number].link, outcomes[number])
+            row = self._row_for(messages[number].link, outcomes[number], history)
             if isinstance(row, RejectReason):
                 refusals[number] = row
             else:
@@ -183,7 +184,7 @@ class LinkState:
         return outcomes
 
     def _row_for(
-        self, link: LinkEndpoints | NamedEndpoints, outcome: ApplyOutcome
+        self, link: LinkEndpoints | NamedEndpoints, outcome: ApplyOutcome, history: bool
     ) -> int | RejectReason:
         """The link's row, or why `admission` refuses it as a new link; a host name the index
         refused is listed in `outcome` (its datapoints are stored all the same)."""
@@ -192,7 +193,7 @@ class LinkState:
 
         def admit() -> bool:
             nonlocal refusal
-            refusal = admission(link, len(self.index)) if admission else None
+            refusal = admission(link, len(self.index), history) if admission else None
             return refusal is None
 
         row = self.index.row_for(link, admit)
