@@ -293,7 +293,7 @@ class Settings(BaseSettings):
         ge=1,
         le=10_000_000,
         description="directed links the state holds at most; a new link beyond is refused "
-        "(nettel_rejected_total{reason=\"link_limit\"}, alert NettelLinkLimit) until "
+        '(nettel_rejected_total{reason="link_limit"}, alert NettelLinkLimit) until '
         "retirement frees rows (about 6 KiB of memory a link; WLCG has ~60k possible links)",
     )
     new_links_per_minute: int = Field(

@@ -220,7 +220,8 @@ class LinkIndex:
             if current in ("", address):
                 current = self._claimed(claimed, address)
             elif claimed not in (current, address):
-                self.conflicts.append(f"host {address} is named {current}; a message says {claimed}")
+                conflict = f"host {address} is named {current}; a message says {claimed}"
+                self.conflicts.append(conflict)
             hosts.append(current)
         if hosts != [self.source_hosts[row], self.destination_hosts[row]]:
             self._set_hosts(row, hosts[0], hosts[1], learn=True)
