@@ -32,6 +32,9 @@ from service.publish.whole_response import WholeResponseProtocol
 
 #: File descriptors kept for everything but HTTP connections (broker, journal, model, pipes).
 RESERVED_FILES = 256
+#: Seconds a refused connection is still read from (and what comes discarded) after the answer,
+#: so that closing it with unread data does not reset it before the client has read the answer.
+LINGER_SECONDS = 1.0
 #: The ASGI scope extension through which a response may drop its connection at once (a
 #: stream subscriber that does not read): {"abort": callable}.
 ABORT_EXTENSION = "nettel.abort"
@@ -119,6 +122,7 @@ class GuardedProtocol(WholeResponseProtocol):
     _tail = b""  # the last bytes received, where a header's end may begin
     _awaiting_headers = True
     _header_timer: asyncio.TimerHandle | None = None
+    _refused = False  # answered and closing: what arrives is discarded
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -135,6 +139,8 @@ class GuardedProtocol(WholeResponseProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         if self._awaiting_headers:
             if self._header_timer is None:
                 self._start_header_timer()
@@ -177,9 +183,10 @@ class GuardedProtocol(WholeResponseProtocol):
             self._refuse(408, HttpRefusal.HEADER_TIMEOUT, detail)
 
     def _refuse(self, status: int, reason: HttpRefusal, detail: str) -> None:
-        """Answer `status` with `detail` and close the connection."""
+        """Answer `status` with `detail`, stop writing, and close the connection after
+        LINGER_SECONDS (discarding what the client still sends meanwhile)."""
         self._stop_header_timer()
-        self._awaiting_headers = False
+        self._awaiting_headers, self._refused = False, True
         client = self.client[0] if self.client else "unknown"
         self.guard.refuse(reason, client, detail)
         body = detail.encode()
@@ -187,4 +194,6 @@ class GuardedProtocol(WholeResponseProtocol):
         headers = b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
         length = b"content-length: %d\r\n\r\n" % len(body)
         self.transport.write(head + headers + length + body)
-        self.transport.close()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
