@@ -318,7 +318,7 @@ class Settings(BaseSettings):
         "connect, or the request's first byte); slower ones are answered 408 and closed",
     )
     http_max_connections: int = Field(
-        2048,
+        10_000,
         ge=16,
         le=1_000_000,
         description="open HTTP connections at most; one beyond is answered 503 and closed (the "

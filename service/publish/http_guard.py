@@ -56,7 +56,7 @@ class HttpRefusal(StrEnum):
 class HttpLimits:
     max_header_bytes: int = 64 << 10
     header_timeout: float = 10.0
-    max_connections: int = 2048
+    max_connections: int = 10_000
 
 
 def http_limits(settings: Settings) -> HttpLimits:
