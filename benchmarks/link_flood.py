@@ -3,6 +3,8 @@ link, and how long its per-request views take, at 100,000 links and at the link 
 
     python -m benchmarks.link_flood [--stages 100000 160000] [--max-links 150000] [-- FLAGS]
 
+(In the suite: `python -m benchmarks --only link_flood`.)
+
 A private ActiveMQ and `nettel serve --subscription plain` (the shipped model when there is one,
 default settings otherwise) start; then, per stage, loss messages for new links are published
 (loopback, one message a link, `sources` fake source addresses x as many destinations, so
@@ -42,14 +44,15 @@ MIB = 2**20
 DESTINATIONS = 400
 #: Prometheus' default scrape timeout: /metrics must answer well within it at the cap.
 SCRAPE_TIMEOUT_SECONDS = 10.0
-VIEWS = (
-    "/metrics",
-    "/costmatrix",
-    "/costmatrix?level=site",
-    "/costmatrix?source=10.0.0.1",
-    "/alto/costmap/priv:nettel-cost",
-    "/healthz",
-)
+#: What is timed: a figure's key -> the request's path.
+VIEWS = {
+    "metrics": "/metrics",
+    "costmatrix": "/costmatrix",
+    "site_view": "/costmatrix?level=site",
+    "source_filter": "/costmatrix?source=10.0.0.1",
+    "alto_costmap": "/alto/costmap/priv:nettel-cost",
+    "healthz": "/healthz",
+}
 
 
 def fake_link(number: int) -> tuple[str, str]:
@@ -117,7 +120,7 @@ def stage(service: ServiceProcess, offered: int, baseline: int, max_links: int) 
     seen = metrics(service.url)
     rss = memory_of(service.pid)["VmRSS"]
     links = int(seen["nettel_links_tracked"])
-    times = {path: round(timed_get(service.url + path), 4) for path in VIEWS}
+    times = {key: round(timed_get(service.url + path), 4) for key, path in VIEWS.items()}
     return {
         "links_offered": offered,
         "links_tracked": links,
@@ -126,7 +129,7 @@ def stage(service: ServiceProcess, offered: int, baseline: int, max_links: int) 
         "rss_growth_per_link_bytes": round((rss - baseline) / max(links, 1)),
         "rss_per_link_bytes": round(rss / max(links, 1)),
         "seconds": times,
-        "metrics_within_scrape_timeout": times["/metrics"] < SCRAPE_TIMEOUT_SECONDS,
+        "metrics_within_scrape_timeout": times["metrics"] < SCRAPE_TIMEOUT_SECONDS,
         "cycle_seconds_mean": round(
             seen["nettel_cycle_duration_seconds_sum"] / seen["nettel_cycle_duration_seconds_count"],
             3,
@@ -143,7 +146,10 @@ def _labelled(url: str, reason: str) -> float:
     return 0.0
 
 
-def run(stages: Sequence[int], max_links: int, extra: list[str], output: Path) -> dict[str, Any]:
+def run_flood(
+    stages: Sequence[int], max_links: int, extra: list[str], output: Path
+) -> dict[str, Any]:
+    """Flood a fresh service stage by stage (see the module); the figures of each stage."""
     work, logs = output / "work" / "link-flood", output / "logs"
     results: list[dict[str, Any]] = []
     with private_broker(work, "link-flood", logs) as broker:
@@ -179,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "out" / "bench")
     parser.add_argument("serve_args", nargs="*", help="more `nettel serve` flags, after --")
     args = parser.parse_args(argv)
-    result = run(args.stages, args.max_links, args.serve_args, args.output)
+    result = run_flood(args.stages, args.max_links, args.serve_args, args.output)
     result["environment"] = describe_environment("none", model_description())
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "link_flood.json").write_text(json.dumps(result, indent=2) + "\n")

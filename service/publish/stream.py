@@ -41,6 +41,9 @@ Sent = dict[LinkKey, tuple[float | None, bool]]
 KEEPALIVE = b": keep-alive\n\n"
 #: Response headers of every SSE stream: not cached, and not buffered by nginx-style proxies.
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: Events are written in pieces of at most this size, each once the client has read the last
+#: (the server's write buffer holds one piece per subscriber, not a whole matrix).
+SEND_PIECE_BYTES = 64 * 1024
 #: `changes` events kept for subscribers still writing an earlier one; one further behind is
 #: dropped.
 BACKLOG_EVENTS = 8
@@ -229,9 +232,9 @@ class MatrixStream:
 
 
 class EventStreamResponse(StreamingResponse):
-    """A server-sent event stream whose writes may wait `send_timeout` seconds for the client
-    to read; then the connection is dropped (through the server's ABORT_EXTENSION) and
-    `on_slow` called."""
+    """A server-sent event stream written in pieces, each of which may wait `send_timeout`
+    seconds for the client to read; then the connection is dropped (through the server's
+    ABORT_EXTENSION) and `on_slow` called."""
 
     def __init__(
         self,
@@ -252,14 +255,16 @@ class EventStreamResponse(StreamingResponse):
         start = {"type": "http.response.start", "status": self.status_code}
         await send(start | {"headers": self.raw_headers})
         async for chunk in self.body_iterator:
-            message = {"type": "http.response.body", "body": chunk, "more_body": True}
-            try:
-                await asyncio.wait_for(send(message), self._send_timeout)
-            except TimeoutError:
-                self._on_slow()
-                if self._abort is not None:
-                    self._abort()
-                return
+            for start in range(0, len(chunk), SEND_PIECE_BYTES):
+                piece = chunk[start : start + SEND_PIECE_BYTES]
+                message = {"type": "http.response.body", "body": piece, "more_body": True}
+                try:
+                    await asyncio.wait_for(send(message), self._send_timeout)
+                except TimeoutError:
+                    self._on_slow()
+                    if self._abort is not None:
+                        self._abort()
+                    return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
