@@ -2,7 +2,7 @@
 thousands of half-sent requests, or opens thousands of server-sent event streams it never reads.
 
     python -m benchmarks.front_door [--links 15000] [--seconds 40] [--header-mib 128]
-        [--slow 3000] [--streams 2000] [-- FLAGS]
+        [--slow 3000] [--streams 2000] [--phases baseline huge_headers ...] [-- FLAGS]
 
 `nettel serve --brokers none` (pScheduler over HTTP only; the shipped model when there is one)
 starts from a `--state-dir` snapshot of `--links` links with full windows
@@ -47,6 +47,7 @@ from benchmarks.proc import memory_of
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 TARGET_P99_MS = 100.0
+PHASES = ("baseline", "huge_headers", "slow_connections", "idle_streams")
 MIB = 2**20
 TOKEN = "benchmark-front-door"
 #: An attack: the service's URL and an event that ends it -> what it saw.
@@ -212,9 +213,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "slow_connections": held_connections(args.slow, slow),
         "idle_streams": held_connections(args.streams, stream),
     }
+    chosen = {name: attacks[name] for name in args.phases}
     try:
         wait_for_status(service, "/readyz", timeout=300)
-        phases = {name: phase(service, args.seconds, attack) for name, attack in attacks.items()}
+        phases = {name: phase(service, args.seconds, attack) for name, attack in chosen.items()}
     finally:
         service.stop()
     met = all(
@@ -240,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--header-mib", type=int, default=128)
     parser.add_argument("--slow", type=int, default=3_000)
     parser.add_argument("--streams", type=int, default=2_000)
+    parser.add_argument(
+        "--phases", nargs="+", choices=PHASES, default=list(PHASES), help="the phases to run"
+    )
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "out" / "bench")
     parser.add_argument("serve_args", nargs="*", help="more `nettel serve` flags, after --")
     args = parser.parse_args(argv)

@@ -32,9 +32,11 @@ from service.publish.whole_response import WholeResponseProtocol
 
 #: File descriptors kept for everything but HTTP connections (broker, journal, model, pipes).
 RESERVED_FILES = 256
-#: Seconds a refused connection is still read from (and what comes discarded) after the answer,
-#: so that closing it with unread data does not reset it before the client has read the answer.
+#: Seconds a refused connection is still read from (what comes is discarded) after the answer,
+#: so that closing it with unread data does not reset it before the client has read the answer;
+#: beyond LINGER_BYTES it is no longer read (a client still sending that much gets a reset).
 LINGER_SECONDS = 1.0
+LINGER_BYTES = 1 << 20
 #: The ASGI scope extension through which a response may drop its connection at once (a
 #: stream subscriber that does not read): {"abort": callable}.
 ABORT_EXTENSION = "nettel.abort"
@@ -123,6 +125,7 @@ class GuardedProtocol(WholeResponseProtocol):
     _awaiting_headers = True
     _header_timer: asyncio.TimerHandle | None = None
     _refused = False  # answered and closing: what arrives is discarded
+    _discarded = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -140,6 +143,9 @@ class GuardedProtocol(WholeResponseProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
+            self._discarded += len(data)
+            if self._discarded > LINGER_BYTES:
+                self.transport.pause_reading()
             return
         if self._awaiting_headers:
             if self._header_timer is None:
