@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchmarks.context import SuiteContext
 from benchmarks.link_flood import SCRAPE_TIMEOUT_SECONDS, VIEWS, run_flood
 from benchmarks.report import MeasurementResult
@@ -29,10 +31,15 @@ METHOD = (
 
 
 def run(ctx: SuiteContext) -> MeasurementResult:
-    result = MeasurementResult(NAME, "Link flood: memory and views per link", METHOD)
     sizes = ctx.sizes
     ctx.log(f"link_flood: stages {sizes.flood_stages}, --max-links {sizes.flood_max_links:,}")
-    flood = run_flood(sizes.flood_stages, sizes.flood_max_links, [], ctx.output)
+    return flood_result(run_flood(sizes.flood_stages, sizes.flood_max_links, [], ctx.output))
+
+
+def flood_result(flood: dict[str, Any]) -> MeasurementResult:
+    """The figures and targets of a `run_flood` result (also of `benchmarks.link_flood`'s
+    JSON output)."""
+    result = MeasurementResult(NAME, "Link flood: memory and views per link", METHOD)
     result.add("rss_before", "RSS before the flood", flood["rss_before_flood_mib"], "MiB")
     for stage in flood["stages"]:
         key = f"{stage['links_offered'] // 1000}k"
