@@ -252,11 +252,11 @@ class EventStreamResponse(StreamingResponse):
         await super().__call__(scope, receive, send)
 
     async def stream_response(self, send: Send) -> None:
-        start = {"type": "http.response.start", "status": self.status_code}
-        await send(start | {"headers": self.raw_headers})
+        head = {"type": "http.response.start", "status": self.status_code}
+        await send(head | {"headers": self.raw_headers})
         async for chunk in self.body_iterator:
-            for start in range(0, len(chunk), SEND_PIECE_BYTES):
-                piece = chunk[start : start + SEND_PIECE_BYTES]
+            for offset in range(0, len(chunk), SEND_PIECE_BYTES):
+                piece = chunk[offset : offset + SEND_PIECE_BYTES]
                 message = {"type": "http.response.body", "body": piece, "more_body": True}
                 try:
                     await asyncio.wait_for(send(message), self._send_timeout)
