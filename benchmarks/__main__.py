@@ -22,7 +22,16 @@ from benchmarks.context import SuiteContext
 from benchmarks.environment import REPO_ROOT, describe_environment
 from benchmarks.interference import other_cores, sample_cpu
 from benchmarks.machine_speed import reference_seconds
-from benchmarks.measurements import api, cycle, freshness, ingest, ingest_rabbitmq, memory, start
+from benchmarks.measurements import (
+    api,
+    cycle,
+    freshness,
+    ingest,
+    ingest_rabbitmq,
+    link_flood,
+    memory,
+    start,
+)
 from benchmarks.model import model_description
 from benchmarks.report import (
     MeasurementResult,
@@ -35,7 +44,7 @@ from benchmarks.sizes import FULL, QUICK
 
 MEASUREMENTS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (ingest, ingest_rabbitmq, cycle, memory, api, freshness, start)
+    for module in (ingest, ingest_rabbitmq, cycle, memory, link_flood, api, freshness, start)
 }
 DEFAULT_OUTPUT = REPO_ROOT / "out" / "bench"
 DEFAULT_DOCS = REPO_ROOT / "docs" / "performance.md"

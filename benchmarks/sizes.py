@@ -24,6 +24,8 @@ class Sizes:
     freshness_marker_interval: float
     start_links: int
     start_repeats: int
+    flood_stages: tuple[int, ...]
+    flood_max_links: int
 
 
 FULL = Sizes(
@@ -42,6 +44,8 @@ FULL = Sizes(
     freshness_marker_interval=0.5,
     start_links=15_000,
     start_repeats=3,
+    flood_stages=(100_000, 160_000),
+    flood_max_links=150_000,
 )
 
 QUICK = Sizes(
@@ -60,4 +64,6 @@ QUICK = Sizes(
     freshness_marker_interval=0.3,
     start_links=400,
     start_repeats=1,
+    flood_stages=(1_000, 2_500),
+    flood_max_links=2_000,
 )

@@ -131,7 +131,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     relax_garbage_collection()
     host, port = settings.listen
     log.info("serving", extra={"url": f"http://{host}:{port}"})
-    serve_http(app, listener)
+    serve_http(app, listener, app.state.http_guard, settings.trusted_proxies)
     return 0
 
 

@@ -288,6 +288,54 @@ class Settings(BaseSettings):
         description="look up by DNS (cached) the host names of pScheduler runs' ends that the "
         "bus has not revealed",
     )
+    max_links: int = Field(
+        150_000,
+        ge=1,
+        le=10_000_000,
+        description="directed links the state holds at most; a new link beyond is refused "
+        '(nettel_rejected_total{reason="link_limit"}, alert NettelLinkLimit) until '
+        "retirement frees rows (about 6 KiB of memory a link; WLCG has ~60k possible links)",
+    )
+    new_links_per_minute: int = Field(
+        1_000,
+        ge=1,
+        le=10_000_000,
+        description="new links one producer (a message's source host) may add a minute; "
+        "beyond, refused as new_link_rate until the minute has passed",
+    )
+    http_max_header_bytes: int = Field(
+        64 << 10,
+        ge=1 << 10,
+        le=16 << 20,
+        description="largest HTTP request line and headers (bytes); larger ones are answered "
+        "431 and the connection closed",
+    )
+    http_header_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="seconds a connection may take to send a request's line and headers (from "
+        "connect, or the request's first byte); slower ones are answered 408 and closed",
+    )
+    http_max_connections: int = Field(
+        10_000,
+        ge=16,
+        le=1_000_000,
+        description="open HTTP connections at most; one beyond is answered 503 and closed (the "
+        "open-file limit is raised to fit, and this lowered when the limit cannot be)",
+    )
+    sse_max_streams: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="open /costmatrix/stream subscribers at most; one more is answered 503",
+    )
+    trusted_proxies: str | None = Field(
+        None,
+        description="comma-separated addresses or networks of reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto name the client (e.g. HAProxy's address); unset: "
+        "no forwarded header is believed, the client is the connection's peer",
+    )
     backfill_from: str | None = Field(
         None,
         description="base URL of an esmond-compatible perfSONAR archive (esmond, elmond), e.g. "
@@ -378,6 +426,18 @@ class Settings(BaseSettings):
         for source in sources:
             _check_topology_source(source)
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        for part in comma_separated(value):
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError:
+                raise ValueError(f"{part!r} is not an IP address or network") from None
+        return ",".join(comma_separated(value)) or None
 
     @field_validator("retire_after", mode="before")
     @classmethod

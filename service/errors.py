@@ -28,6 +28,13 @@ class RejectReason(StrEnum):
     FUTURE = "future"
     CLOCK_ERROR = "clock_error"
     LOSS_OUT_OF_RANGE = "loss_out_of_range"
+    #: A new link refused: the state holds --max-links links already.
+    LINK_LIMIT = "link_limit"
+    #: A new link refused: its producer added --new-links-per-minute links within the minute.
+    NEW_LINK_RATE = "new_link_rate"
+    #: A message's host name refused (its datapoints are kept): the name is bound to another
+    #: address (by the topology or an earlier message), or the row has another name already.
+    IDENTITY_CONFLICT = "identity_conflict"
     #: Refusals of an HTTP ingest request (/ingest/pscheduler) before its body is queued.
     UNAUTHORIZED = "unauthorized"
     RATE_LIMITED = "rate_limited"

@@ -17,6 +17,7 @@ from service.ingest.archive_backfill import ArchiveBackfill, BackfillSettings
 from service.ingest.backlog import BacklogWatch, ingest_is_behind
 from service.ingest.dns_cache import CachedResolver
 from service.ingest.frame_batcher import FrameBatcher
+from service.ingest.link_admission import LinkAdmission
 from service.ingest.parser_processes import ParserProcesses
 from service.ingest.pipeline import IngestPipeline
 from service.ingest.pscheduler_http import PschedulerIntake
@@ -62,6 +63,8 @@ class Runtime:
     warm_outcome: WarmOutcome | None = None
     #: This process's hold on --state-dir (None without it).
     state_dir_lock: StateDirLock | None = None
+    #: Which new links the state takes (--max-links, --new-links-per-minute).
+    admission: LinkAdmission | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
@@ -91,7 +94,16 @@ class Runtime:
         if loaded is not None:
             self.state.adopt(loaded)
             if self.persistence is not None:
-                self.persistence.replay_journal()
+                self._replay_journal(self.persistence)
+
+    def _replay_journal(self, persistence: Persistence) -> None:
+        """Re-apply the journal before ingest starts: its links were admitted when they came
+        (only --max-links applies again)."""
+        if self.admission is None:
+            persistence.replay_journal()
+            return
+        with self.admission.replaying():
+            persistence.replay_journal()
 
     def stop(self) -> None:
         """Stop consuming, snapshot what was applied (acknowledging it), then disconnect."""
@@ -150,6 +162,8 @@ def build_runtime(settings: Settings) -> Runtime:
     store = SnapshotStore(settings.state_dir) if settings.state_dir else None
     loaded = read_topology(settings)
     state = restore_state(settings, store, loaded)
+    admission = LinkAdmission(settings.max_links, settings.new_links_per_minute)
+    state.admission = admission
     topics = topic_kinds(settings)
     log = logging.getLogger("nettel.ingest")
     count = settings.parse_processes
@@ -186,7 +200,8 @@ def build_runtime(settings: Settings) -> Runtime:
         journal = Journal(store.directory)
         acknowledge = source.acknowledge if source else acknowledge_nothing
         persistence = Persistence(pipeline, store, journal, acknowledge, settings.snapshot_interval)
-        persistence.replay_journal()
+        with admission.replaying():
+            persistence.replay_journal()
         batcher.sink = persistence.apply_parsed
     runtime = Runtime(
         settings,
@@ -203,6 +218,7 @@ def build_runtime(settings: Settings) -> Runtime:
         topology=topology_refresher(settings, state, loaded),
         warm=warm_source(settings, store),
         state_dir_lock=lock,
+        admission=admission,
     )
     runtime.election = build_election(settings, eligible=lambda: runtime.ready()[0])
     return runtime

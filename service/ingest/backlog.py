@@ -10,6 +10,7 @@ half-applied data is stale before it is served, and the CPU is better spent on t
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,10 @@ BACKLOG_UNREAD_BYTES = 256 * 1024
 #: nettel's clocks must agree to within this (NTP), or a broker clock this far behind would
 #: hold data-triggered recomputes back for good (`nettel_ingest_arrival_lag_seconds` shows it).
 BACKLOG_LAG_SECONDS = 5.0
+#: An arrival lag beyond this is no lag but a `timestamp` header in another sense or unit.
+PLAUSIBLE_LAG_SECONDS = 86_400.0
+#: The arrival lag is the least among the messages of the last one or two such periods.
+LAG_WINDOW_SECONDS = 1.0
 #: A backlog counts once seen at every poll for this long. While a recompute runs, ingest waits
 #: for the GIL and a burst builds up; it clears within a poll or two and is no back-fill.
 BEHIND_PERSIST_SECONDS = 0.3
@@ -68,3 +73,44 @@ class BacklogWatch:
         if self._backlog_since is not None and now - self._backlog_since >= BEHIND_PERSIST_SECONDS:
             self._last_behind = now
         return now - self._last_behind < BEHIND_QUIET_SECONDS
+
+
+class ArrivalLag:
+    """How long messages took from the broker to here: the least arrival time minus `timestamp`
+    header (ms since the epoch) among the messages of the last one to two LAG_WINDOW_SECONDS.
+
+    ActiveMQ stamps a message when it takes it in, unless its producer set the header: one
+    producer stamping its messages an hour back would make the last message's lag an hour,
+    and hold every data-triggered recompute back. The least lag is low while any producer's
+    messages arrive fresh; it is high only when all are late, as during a back-fill. Stamps
+    over a day off (another unit, or no clock at all) are left out.
+
+    >>> lag = ArrivalLag()
+    >>> lag.observe("1000000", 1003.5); lag.observe("1000", 1003.6)  # 3.5 s; a forged stamp
+    >>> round(lag.seconds(), 3)
+    3.5
+    """
+
+    def __init__(self, window: float = LAG_WINDOW_SECONDS) -> None:
+        self._window = window
+        self._started = -math.inf  # when the current period began
+        self._current = math.inf  # least lag of the current and the previous period
+        self._previous = math.inf
+
+    def observe(self, stamp: str | None, arrived: float) -> None:
+        """One message's `timestamp` header (None when it has none) and arrival time."""
+        if not stamp or not stamp.isdigit():
+            return
+        lag = arrived - int(stamp) / 1000
+        if abs(lag) >= PLAUSIBLE_LAG_SECONDS:
+            return
+        if arrived - self._started >= self._window:
+            recent = arrived - self._started < 2 * self._window
+            self._previous = self._current if recent else math.inf
+            self._current, self._started = math.inf, arrived
+        self._current = min(self._current, lag)
+
+    def seconds(self) -> float | None:
+        """The least lag of the last periods with stamped messages (None before any)."""
+        least = min(self._current, self._previous)
+        return None if least == math.inf else least

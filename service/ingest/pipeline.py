@@ -116,10 +116,13 @@ class IngestPipeline:
             self._count_messages(parsed, now)
             return sum(self._account_frame(item, outcomes, dest) for dest, item in screened)
 
-    def refuse(self, reason: RejectReason, detail: str, destination: str) -> None:
-        """Count and log input refused before it reached the pipeline (e.g. an HTTP request)."""
+    def refuse(
+        self, reason: RejectReason, detail: str, destination: str, client: str | None = None
+    ) -> None:
+        """Count and log input refused before it reached the pipeline (e.g. an HTTP request
+        from `client`)."""
         with self._counters_lock:
-            self._reject(reason, detail, destination)
+            self._reject(reason, detail, destination, client)
 
     def _parse_runs(self, bodies: list[bytes | str]) -> list[RunResult]:
         runs = parse_runs(bodies, self._limits)
@@ -175,9 +178,11 @@ class IngestPipeline:
         for _, stats in result.delays:
             self.counters.clock_error_packets += stats.dropped_packets
         if outcome.rejected:
-            details = dict(result.rejected)
+            details = dict(result.rejected) | outcome.details
             for reason in outcome.rejected:
                 self._reject(reason, details.get(reason, ""), destination)
+        for conflict in outcome.conflicts:
+            self._reject(RejectReason.IDENTITY_CONFLICT, conflict, destination)
         return outcome.applied
 
     def _count_messages(self, parsed: ParsedFrames, now: float) -> None:
@@ -188,9 +193,11 @@ class IngestPipeline:
         if parsed.frames:
             self.counters.last_message_at = now
 
-    def _reject(self, reason: RejectReason, detail: str, destination: str) -> None:
+    def _reject(
+        self, reason: RejectReason, detail: str, destination: str, client: str | None = None
+    ) -> None:
         self.counters.rejected_by_reason[reason.value] += 1
-        self._reject_log.record(reason, detail, destination)
+        self._reject_log.record(reason, detail, destination, client)
 
 
 def _messages(item: _Screened) -> list[ParsedMessage]:

@@ -69,44 +69,47 @@ class PschedulerIntake:
     def admit(self, client: str, authorization: str | None, length: int | None) -> Answer | None:
         """Why a request is refused before its body is read; None: read it."""
         if self.token is None or not carries_token(self.token, authorization, basic=True):
-            return self._refuse(UNAUTHORIZED, RejectReason.UNAUTHORIZED, client)
+            return self._refuse(UNAUTHORIZED, RejectReason.UNAUTHORIZED, "no valid token", client)
         wait = self.rate.admit(client)
         if wait:
-            return self._refusal(429, RejectReason.RATE_LIMITED, f"client {client}", wait)
+            return self._refusal(429, RejectReason.RATE_LIMITED, f"client {client}", client, wait)
         if length is not None and length > self.max_body_bytes:
-            return self._too_large()
+            return self._too_large(client)
         if self.batcher.queued_bytes() >= self.max_queued_bytes:
-            return self._queue_full()
+            return self._queue_full(client)
         return None
 
-    def take(self, body: bytes) -> Answer:
+    def take(self, body: bytes, client: str) -> Answer:
         """Queue the run; 202, or why not."""
         if len(body) > self.max_body_bytes:
-            return self._too_large()
+            return self._too_large(client)
         refusal = screen_run_record(body, self.max_buckets)
         if refusal is not None:
             status = 413 if refusal.reason is RejectReason.TOO_LARGE else 400
-            return self._refusal(status, refusal.reason, refusal.detail)
+            return self._refusal(status, refusal.reason, refusal.detail, client)
         if not self.batcher.offer(PSCHEDULER_DESTINATION, body, self.max_queued_bytes):
-            return self._queue_full()
+            return self._queue_full(client)
         return QUEUED
 
-    def _too_large(self) -> Answer:
+    def _too_large(self, client: str) -> Answer:
         detail = f"body over {self.max_body_bytes} bytes"
-        return self._refusal(413, RejectReason.TOO_LARGE, detail)
+        return self._refusal(413, RejectReason.TOO_LARGE, detail, client)
 
-    def _queue_full(self) -> Answer:
+    def _queue_full(self, client: str) -> Answer:
         detail = "ingest is behind; its queue is full"
-        return self._refusal(503, RejectReason.QUEUE_FULL, detail, QUEUE_FULL_RETRY_SECONDS)
+        return self._refusal(503, RejectReason.QUEUE_FULL, detail, client, QUEUE_FULL_RETRY_SECONDS)
 
-    def _refusal(self, status: int, reason: RejectReason, detail: str, retry: float = 0) -> Answer:
+    def _refusal(
+        self, status: int, reason: RejectReason, detail: str, client: str, retry: float = 0
+    ) -> Answer:
         body = orjson.dumps({"detail": f"{reason.value}: {detail}"})
         headers = ((b"retry-after", str(max(1, math.ceil(retry))).encode()),) if retry else ()
-        return self._refuse(Answer(status, body, headers), reason, detail)
+        return self._refuse(Answer(status, body, headers), reason, detail, client)
 
-    def _refuse(self, answer: Answer, reason: RejectReason, detail: str) -> Answer:
-        """Count the refusal in `nettel_rejected_total` (and the rate-limited log)."""
-        self.pipeline.refuse(reason, detail, PSCHEDULER_DESTINATION)
+    def _refuse(self, answer: Answer, reason: RejectReason, detail: str, client: str) -> Answer:
+        """Count the refusal in `nettel_rejected_total` (and the rate-limited log, which names
+        the client: the connection's peer, or a trusted proxy's X-Forwarded-For)."""
+        self.pipeline.refuse(reason, detail, PSCHEDULER_DESTINATION, client)
         return answer
 
 
@@ -141,7 +144,7 @@ class PschedulerIngest:
         if refusal is not None:
             return refusal
         body = await _read_body(receive, intake.max_body_bytes + 1)
-        return INCOMPLETE if body is None else intake.take(body)
+        return INCOMPLETE if body is None else intake.take(body, client)
 
 
 def _request_headers(scope: Scope) -> tuple[str | None, int | None]:

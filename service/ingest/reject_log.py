@@ -1,12 +1,14 @@
-"""Logs each reject reason at most once per period, with how many were suppressed meanwhile."""
+"""Logs each reject reason at most once per period, with how many were suppressed meanwhile.
+
+Reasons are any string enum: `RejectReason` for input, `HttpRefusal` for the HTTP front door.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-
-from service.errors import RejectReason
+from enum import StrEnum
 
 
 class RateLimitedRejectLog:
@@ -19,11 +21,12 @@ class RateLimitedRejectLog:
         self._log = log
         self._period = period_seconds
         self._clock = clock
-        self._last_logged: dict[RejectReason, float] = {}
-        self._suppressed: dict[RejectReason, int] = {}
+        self._last_logged: dict[StrEnum, float] = {}
+        self._suppressed: dict[StrEnum, int] = {}
 
-    def record(self, reason: RejectReason, detail: str, topic: str) -> bool:
-        """Log this rejection unless its reason was logged within the period; True if logged."""
+    def record(self, reason: StrEnum, detail: str, topic: str, client: str | None = None) -> bool:
+        """Log this rejection unless its reason was logged within the period; True if logged.
+        `client`: who sent the input, where known (an HTTP client's address)."""
         now = self._clock()
         last = self._last_logged.get(reason)
         if last is not None and now - last < self._period:
@@ -31,13 +34,13 @@ class RateLimitedRejectLog:
             return False
         self._last_logged[reason] = now
         suppressed = self._suppressed.pop(reason, 0)
-        self._log.warning(
-            "rejected input",
-            extra={
-                "reason": reason.value,
-                "detail": detail,
-                "topic": topic,
-                "suppressed_since_last": suppressed,
-            },
-        )
+        extra = {
+            "reason": reason.value,
+            "detail": detail,
+            "topic": topic,
+            "suppressed_since_last": suppressed,
+        }
+        if client is not None:
+            extra["client"] = client
+        self._log.warning("rejected input", extra=extra)
         return True

@@ -43,6 +43,7 @@ from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
 from service.config import BrokerFlavour
 from service.ingest.ack_token import AckToken
+from service.ingest.backlog import ArrivalLag
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,6 @@ class SubscriptionRefused(StompException):
 #: message is about 1.7 KB on average).
 ARTEMIS_BYTES_PER_MESSAGE = 2048
 
-
-#: An arrival lag beyond this is no lag but a `timestamp` header in another sense or unit.
-PLAUSIBLE_LAG_SECONDS = 86_400.0
 
 FrameHandler = Callable[[str, bytes, AckToken | None], object]
 
@@ -119,7 +117,7 @@ class StompSource:
         self._cumulative = True  # the current connection's acks cover the frames before them
         self._log = log or logging.getLogger("nettel.stomp")
         self._paused = threading.Event()
-        self._last_stamp: tuple[str | None, float] = (None, 0.0)  # last `timestamp`, arrival
+        self._arrival_lag = ArrivalLag()
         durable = subscription.mode == "durable"
         self._listener = _Listener(self)
         self._link = BrokerLink(
@@ -163,19 +161,13 @@ class StompSource:
         return int.from_bytes(waiting, sys.byteorder, signed=True)
 
     def arrival_lag_seconds(self) -> float | None:
-        """How long the last message took from the broker to here: its arrival time minus its
-        `timestamp` header, which ActiveMQ sets (ms since the epoch, by the broker's clock) when
-        the producer did not. None before such a message, and for a stamp over a day off
-        (another unit, or no clock at all).
+        """How long messages took from the broker to here (`ArrivalLag`: the least of the last
+        second or two, by the `timestamp` header ActiveMQ sets when the producer did not).
 
         Large means the messages arriving now waited at the broker: a backlog is being worked
         off there, and the receiver may keep up with how fast the broker hands it out.
         """
-        sent, arrived = self._last_stamp
-        if not sent or not sent.isdigit():
-            return None
-        lag = arrived - int(sent) / 1000
-        return lag if abs(lag) < PLAUSIBLE_LAG_SECONDS else None
+        return self._arrival_lag.seconds()
 
     def acknowledge(self, tokens: Iterable[AckToken]) -> int:
         """Ack frames received on the current connection (older ones will be redelivered
@@ -207,7 +199,7 @@ class StompSource:
     def deliver(self, headers: dict[str, str], body: bytes | str) -> None:
         if self._paused.is_set():
             return
-        self._last_stamp = (headers.get("timestamp"), time.time())
+        self._arrival_lag.observe(headers.get("timestamp"), time.time())
         topic = self._topic_of(headers)
         ack_id = headers.get("ack") or headers.get("message-id")
         token = None

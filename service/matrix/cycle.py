@@ -55,6 +55,8 @@ class MatrixCycle:
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = []
         self.matrix_observers: list[Callable[[CostMatrix | None, CostMatrix], None]] = []
+        #: Called with each new snapshot before it is served (views built once per cycle).
+        self.snapshot_preparers: list[Callable[[CostMatrix], None]] = []
         self._state = state
         self._interval = interval
         self._freshness = freshness
@@ -78,7 +80,11 @@ class MatrixCycle:
     def recompute(self) -> CostMatrix:
         """Analyse a consistent copy of the state and publish the new snapshot."""
         started, cpu_started = time.perf_counter(), time.thread_time()
-        previous, self.latest = self.latest, self._build(self.latest)
+        matrix = self._build(self.latest)
+        matrix.prepare_views()
+        for prepare in self.snapshot_preparers:
+            prepare(matrix)
+        previous, self.latest = self.latest, matrix
         elapsed = self._last_seconds = time.perf_counter() - started
         for observe in self.cycle_observers:
             observe(elapsed)

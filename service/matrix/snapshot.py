@@ -12,6 +12,7 @@ from service.analysis.link_analysis import LinkAnalysis
 from service.analysis.predictor import ModelInfo
 from service.matrix.link_record import DELAY_KEYS, HOST_RECORD_KEYS, LinkRecord
 from service.matrix.matrix_body import MatrixBody, encode_body
+from service.matrix.views import aggregate_sites
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import StateView
 
@@ -49,6 +50,16 @@ class CostMatrix:
     @cached_property
     def congested_count(self) -> int:
         return sum(1 for link in self.links if link["congested"])
+
+    @cached_property
+    def site_links(self) -> list[LinkRecord]:
+        """The links aggregated by site pair (`aggregate_sites`), built once per snapshot."""
+        return aggregate_sites(self.links)
+
+    def prepare_views(self) -> None:
+        """Build what queries read (congested count, site pairs, the endpoint index) now, in
+        the matrix cycle, before the snapshot is served: a request never builds them."""
+        _ = self.congested_count, self.site_links, self._rows_by_endpoint
 
     @cached_property
     def _rows_by_endpoint(self) -> dict[str, dict[str, list[int]]]:

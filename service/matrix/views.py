@@ -43,6 +43,9 @@ def dense_matrix(links: Sequence[LinkRecord]) -> dict[str, Any]:
 
 
 def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord:
+    if len(members) == 1:  # most pairs of a mesh without --topology: the same, without loops
+        return _single_site_record(pair, members[0])
+
     def mean_of(values: Iterable[float | None]) -> float | None:
         present = [v for v in values if v is not None]
         return round(fmean(present), 6) if present else None
@@ -75,3 +78,36 @@ def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord
         "stale": all(m["stale"] for m in members),
         "clock_suspect": any(m["clock_suspect"] for m in members),
     }
+
+
+def _single_site_record(pair: tuple[str, str], link: LinkRecord) -> LinkRecord:
+    """`_site_record` of a pair with one host link: its values as the means of one."""
+    delay = link["delay_ms"]
+    return {
+        "source": pair[0],
+        "destination": pair[1],
+        "links": 1,
+        "cost": _rounded(link["cost"]),
+        "empirical": _rounded(link["empirical"]),
+        "congested": bool(link["congested"]),
+        "utilisation": _rounded(link["utilisation"]),
+        "congestion_probability": _rounded(link["congestion_probability"]),
+        "utilisation_low": _rounded(link["utilisation_low"]),
+        "utilisation_high": _rounded(link["utilisation_high"]),
+        "delay_ms": {
+            "mean": _rounded(delay["mean"]),
+            "median": _rounded(delay["median"]),
+            "std": _rounded(delay["std"]),
+            "min": delay["min"],
+            "p95": delay["p95"],
+        },
+        "packet_loss": _rounded(link["packet_loss"]),
+        "samples": link["samples"],
+        "last_measurement": link["last_measurement"],
+        "stale": bool(link["stale"]),
+        "clock_suspect": bool(link["clock_suspect"]),
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 6)

@@ -15,6 +15,7 @@ Histogram keys are delays divided by the spec's `bucket-width` (`'%.2f'`): milli
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -42,6 +43,11 @@ DEFAULT_PACKET_COUNTS = {"latencybg": 600, "latency": 100}
 DEFAULT_PACKET_INTERVAL = 0.1
 #: Seconds per histogram key unit by default: the keys are then milliseconds.
 DEFAULT_BUCKET_WIDTH = 0.001
+#: A host name as `_endpoint` takes it (lower case): letters, digits, `-`, `_` and dots.
+_HOST_NAME = re.compile(r"[a-z0-9_][a-z0-9_.-]*")
+#: The bucket widths (s) taken: a microsecond to a second. perfSONAR's are 0.01 ms to 0.1 ms;
+#: a width of 1e-300 s would make every delay 0.0 ms.
+MIN_BUCKET_WIDTH, MAX_BUCKET_WIDTH = 1e-6, 1.0
 
 
 class RunOutcome(StrEnum):
@@ -210,7 +216,7 @@ def _parse_link(spec: dict[str, Any], limits: InputLimits) -> NamedEndpoints:
     source, source_address = _endpoint(spec, "source", limits)
     destination, destination_address = _endpoint(spec, "dest", limits)
     version = spec.get("ip-version", 0)
-    if version not in (0, 4, 6) or isinstance(version, bool):
+    if type(version) is not int or version not in (0, 4, 6):  # not 4.0, not True
         raise RejectedInput(RejectReason.BAD_VALUE, "test.spec.ip-version is not 4 or 6")
     return NamedEndpoints(source, destination, source_address, destination_address, version)
 
@@ -224,6 +230,8 @@ def _endpoint(spec: dict[str, Any], name: str, limits: InputLimits) -> tuple[str
     host = text.rstrip(".").lower()
     if not host:
         raise RejectedInput(RejectReason.BAD_VALUE, f"test.spec.{name} is empty")
+    if not _HOST_NAME.fullmatch(host):  # e.g. an address with a scope id, fe80::1%eth0
+        raise RejectedInput(RejectReason.BAD_VALUE, f"test.spec.{name} is no address or host name")
     return host, ""
 
 
@@ -266,6 +274,9 @@ def _histogram(
     if buckets is None:
         raise RejectedInput(RejectReason.MISSING_FIELD, "result.histogram-latency")
     width = _positive(spec, "bucket-width", DEFAULT_BUCKET_WIDTH)
+    if not MIN_BUCKET_WIDTH <= width <= MAX_BUCKET_WIDTH:
+        detail = f"test.spec.bucket-width is not {MIN_BUCKET_WIDTH} to {MAX_BUCKET_WIDTH} s"
+        raise RejectedInput(RejectReason.BAD_VALUE, detail)
     index = None if scan is None else scan.histogram_index(buckets)
     return (ts, parse_buckets(buckets, limits) if index is None else index), width * 1000.0
 

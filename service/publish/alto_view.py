@@ -123,6 +123,14 @@ class AltoView:
         self._site_costs: dict[str, Costs] = {}
         self._host_costs: dict[str, Costs] = {}
 
+    def prepare(self) -> None:
+        """Build every document's parts now (the matrix cycle does, before the snapshot is
+        served), so that no request builds them."""
+        _ = self.vtag
+        for metric in METRICS.values():
+            self.site_costs(metric)
+            self.host_costs(metric)
+
     @cached_property
     def network(self) -> NetworkMap:
         return build_network_map(self._hosts_by_site, self._networks_of)

@@ -17,6 +17,7 @@ from service.ingest.pscheduler_http import PschedulerIngest
 from service.publish import dependencies, rest
 from service.publish.alto import build_alto_router
 from service.publish.ecosystem import build_ecosystem
+from service.publish.http_guard import HttpGuard, http_limits
 from service.publish.metrics import build_registry
 from service.publish.rucio import build_rucio_router
 from service.publish.stream import build_stream_router
@@ -42,8 +43,11 @@ def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
         swagger_ui_parameters={"validatorUrl": None},  # no badge from validator.swagger.io
     )
     app.state.runtime = runtime
-    app.state.ecosystem = ecosystem = build_ecosystem(runtime)
-    app.state.registry = build_registry(runtime, ecosystem.site_links, ecosystem.stream_counts())
+    app.state.http_guard = guard = HttpGuard(http_limits(runtime.settings))
+    app.state.ecosystem = ecosystem = build_ecosystem(runtime, guard)
+    app.state.registry = build_registry(
+        runtime, ecosystem.site_links, ecosystem.stream_counts(), guard
+    )
     app.include_router(rest.router)
     app.include_router(build_alto_router(dependencies.alto_view, dependencies.get_alto_updates))
     app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))

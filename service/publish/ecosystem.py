@@ -4,7 +4,8 @@ broker telemetry, and per-snapshot views.
 `build_ecosystem(runtime)` makes them; the app's lifespan calls `start()` / `stop()`: start
 attaches the matrix observers (wake-ups of both kinds of stream, broker telemetry) and the
 telemetry thread, stop detaches them and ends the open streams. Views derived from a snapshot
-(site aggregation, ALTO maps) are built once per snapshot, on first use.
+(site aggregation, ALTO maps) are built once per snapshot, in the matrix cycle before it is
+served (`prepare`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Generic, TypeVar
 from service.matrix.cycle import MatrixCycle
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
-from service.matrix.views import aggregate_sites
 from service.publish.alto_updates import AltoUpdates
 from service.publish.alto_view import AltoView
+from service.publish.http_guard import HttpGuard
 from service.publish.rucio import load_rse_map
 from service.publish.stream import MatrixStream
 from service.publish.telemetry import TelemetryPublisher
@@ -29,18 +30,21 @@ Observer = Callable[[CostMatrix | None, CostMatrix], None]
 
 
 class SnapshotMemo(Generic[T]):
-    """A value derived from a snapshot, rebuilt only when the snapshot changes."""
+    """A value derived from a snapshot, built once per snapshot: the values of the last two are
+    kept (the one served and the one being prepared)."""
 
     def __init__(self, build: Callable[[CostMatrix], T]) -> None:
         self._build = build
-        self._cached: tuple[CostMatrix, T] | None = None
+        self._cached: tuple[tuple[CostMatrix, T], ...] = ()
 
     def __call__(self, matrix: CostMatrix) -> T:
         cached = self._cached
-        if cached is None or cached[0] is not matrix:
-            cached = (matrix, self._build(matrix))
-            self._cached = cached
-        return cached[1]
+        for held, value in cached:
+            if held is matrix:
+                return value
+        value = self._build(matrix)
+        self._cached = (*cached[-1:], (matrix, value))
+        return value
 
 
 @dataclass
@@ -62,6 +66,11 @@ class Ecosystem:
             self.telemetry.start()
             self._observers.append(self.telemetry.observe)
         self.cycle.matrix_observers.extend(self._observers)
+        self.cycle.snapshot_preparers.append(self.prepare)
+
+    def prepare(self, matrix: CostMatrix) -> None:
+        """Build the snapshot's ALTO view (network map, cost maps) before it is served."""
+        self.alto_view(matrix).prepare()
 
     def stream_counts(self) -> dict[str, Callable[[], int]]:
         """SSE endpoint (a metric label) -> how many streams it has open now."""
@@ -79,16 +88,17 @@ class Ecosystem:
         for observer in self._observers:
             self.cycle.matrix_observers.remove(observer)
         self._observers = []
+        if self.prepare in self.cycle.snapshot_preparers:
+            self.cycle.snapshot_preparers.remove(self.prepare)
         self.close_streams()
         if self.telemetry is not None:
             self.telemetry.stop()
 
 
-def build_ecosystem(runtime: Runtime) -> Ecosystem:
+def build_ecosystem(runtime: Runtime, guard: HttpGuard | None = None) -> Ecosystem:
+    """The publishers over `runtime`; `guard` counts the streams refused or dropped."""
     settings = runtime.settings
-    site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(
-        lambda matrix: aggregate_sites(matrix.links)
-    )
+    site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(lambda matrix: matrix.site_links)
 
     def alto_view_of(matrix: CostMatrix) -> AltoView:
         """The ALTO view of a snapshot, with the topology in use when it is first read."""
@@ -106,7 +116,13 @@ def build_ecosystem(runtime: Runtime) -> Ecosystem:
     def latest() -> CostMatrix | None:
         return runtime.cycle.latest
 
-    stream = MatrixStream(latest, site_links, settings.stream_cost_step)
+    stream = MatrixStream(
+        latest,
+        site_links,
+        settings.stream_cost_step,
+        max_streams=settings.sse_max_streams,
+        refuse=(guard or HttpGuard()).refuse,
+    )
     return Ecosystem(
         runtime.cycle,
         stream,

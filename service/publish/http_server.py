@@ -1,4 +1,6 @@
-"""Runs the FastAPI app under uvicorn; SIGTERM and SIGINT end in a clean exit status 0.
+"""Runs the FastAPI app under uvicorn, behind the front door's limits (`http_guard`) and
+believing forwarded headers only from --trusted-proxies; SIGTERM and SIGINT end in a clean exit
+status 0.
 
 `bind_listener` takes the HTTP port before anything else starts (the broker connection, the
 backfill), so a second `nettel serve` on a port in use stops at once, before its broker sees a
@@ -17,7 +19,7 @@ from fastapi import FastAPI
 
 from service.config import setting_name
 from service.errors import ConfigError
-from service.publish.whole_response import WholeResponseProtocol
+from service.publish.http_guard import HttpGuard, guarded_protocol
 
 
 class GracefulServer(uvicorn.Server):
@@ -45,10 +47,36 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return listener
 
 
-def serve_http(app: FastAPI, listener: socket.socket) -> None:
-    """Serve `app` on the bound `listener` until SIGTERM or SIGINT."""
-    host, port = listener.getsockname()[:2]
-    config = uvicorn.Config(
-        app, host=host, port=port, log_config=None, access_log=False, http=WholeResponseProtocol
+def http_config(
+    app: FastAPI,
+    host: str,
+    port: int,
+    guard: HttpGuard | None = None,
+    trusted_proxies: str | None = None,
+) -> uvicorn.Config:
+    """uvicorn's settings for `app`: `guard`'s limits (defaults without one); X-Forwarded-For
+    and X-Forwarded-Proto are believed from `trusted_proxies` (comma-separated addresses or
+    networks) only, from nobody without them (uvicorn's default trusts loopback)."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        http=guarded_protocol(guard or HttpGuard()),
+        proxy_headers=trusted_proxies is not None,
+        forwarded_allow_ips=trusted_proxies or "",
     )
-    GracefulServer(config).run(sockets=[listener])
+
+
+def serve_http(
+    app: FastAPI,
+    listener: socket.socket,
+    guard: HttpGuard | None = None,
+    trusted_proxies: str | None = None,
+) -> None:
+    """Serve `app` on the bound `listener` until SIGTERM or SIGINT, behind `guard`."""
+    host, port = listener.getsockname()[:2]
+    guard = guard or HttpGuard()
+    guard.fit_open_files()
+    GracefulServer(http_config(app, host, port, guard, trusted_proxies)).run(sockets=[listener])

@@ -19,11 +19,11 @@ from service.ingest.stomp_source import StompSource
 from service.ingest.warm_start import WarmOutcome
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
-from service.matrix.views import aggregate_sites
 from service.model_slot import ModelSlot
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
 from service.publish.ecosystem import SnapshotMemo
+from service.publish.http_guard import HttpGuard, HttpRefusal
 from service.runtime import Runtime
 
 SitePairCost = tuple[str, str, float]
@@ -39,13 +39,18 @@ class RuntimeCollector(Collector):
         """`site_links`: the matrix aggregated by site pair, when another publisher has it."""
         self._runtime = runtime
         top = runtime.settings.metrics_top_site_pairs
-        by_site = site_links or (lambda matrix: aggregate_sites(matrix.links))
+        by_site = site_links or (lambda matrix: matrix.site_links)
         self._costliest = SnapshotMemo(lambda matrix: costliest_site_pairs(by_site(matrix), top))
         self._build_info = {
             "version": package_version(),
             "histogram_scanner": SCANNER_IMPLEMENTATION,
             "python": platform.python_version(),
         }
+
+    def prepare(self, matrix: CostMatrix) -> None:
+        """The costliest site pairs of a new snapshot, before it is served (a matrix cycle's
+        snapshot preparer): a scrape only reads them."""
+        self._costliest(matrix)
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
         runtime = self._runtime
@@ -79,6 +84,11 @@ class RuntimeCollector(Collector):
             "nettel_pscheduler_runs", "pScheduler runs taken in, by outcome.", "outcome", runs
         )
         yield GaugeMetricFamily("nettel_links_tracked", "Directed links in state.", value=links)
+        yield GaugeMetricFamily(
+            "nettel_links_limit",
+            "Links the state holds at most (--max-links); new ones beyond are refused.",
+            value=runtime.settings.max_links,
+        )
         yield from _state_lifecycle(runtime)
         yield GaugeMetricFamily(
             "nettel_links_unmapped",
@@ -298,15 +308,42 @@ def _labelled_counter(
     return family
 
 
+class HttpCollector(Collector):
+    """The HTTP front door: connections open, and what its limits refused (`HttpGuard`)."""
+
+    def __init__(self, guard: HttpGuard) -> None:
+        self._guard = guard
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        guard = self._guard
+        yield GaugeMetricFamily(
+            "nettel_http_connections",
+            f"HTTP connections open (at most {guard.limits.max_connections}).",
+            value=len(guard.connections),
+        )
+        refused = {reason.value: guard.refused[reason.value] for reason in HttpRefusal}
+        yield _labelled_counter(
+            "nettel_http_refused",
+            "HTTP connections closed or streams refused by the front door's limits, by reason.",
+            "reason",
+            refused,
+        )
+
+
 def build_registry(
     runtime: Runtime,
     site_links: SiteLinks | None = None,
     open_streams: Mapping[str, Callable[[], int]] | None = None,
+    guard: HttpGuard | None = None,
 ) -> CollectorRegistry:
-    """A registry with the runtime collector, histograms fed by the cycle and the model, and
-    per SSE endpoint (`open_streams`: its label -> how many streams it has open) a gauge."""
+    """A registry with the runtime collector, histograms fed by the cycle and the model, per
+    SSE endpoint (`open_streams`: its label -> how many streams it has open) a gauge, and the
+    HTTP front door's counts (`guard`)."""
     registry = CollectorRegistry()
-    registry.register(RuntimeCollector(runtime, site_links))
+    collector = RuntimeCollector(runtime, site_links)
+    registry.register(collector)
+    runtime.cycle.snapshot_preparers.append(collector.prepare)
+    registry.register(HttpCollector(guard or HttpGuard()))
     streams = Gauge(
         "nettel_sse_streams",
         "Server-sent event streams open, per endpoint.",

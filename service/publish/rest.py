@@ -74,7 +74,11 @@ async def costmatrix(
     if unknown:
         detail = f"no site, host name or address in the matrix matches {' and '.join(unknown)}"
         raise HTTPException(404, detail)
-    links = matrix.select(source, destination)
+    if source is None and destination is None and level == "site":
+        links = list(matrix.site_links)  # aggregated once per snapshot
+        level = "host"  # nothing to aggregate again
+    else:
+        links = matrix.select(source, destination)
     if len(links) > INLINE_LINKS:
         return await run_in_threadpool(_selection_response, matrix, links, level, format)
     return _selection_response(matrix, links, level, format)

@@ -2,26 +2,38 @@
 
 On connect a client gets the whole matrix (event `matrix`), then after every recompute an event
 `changes` with the links whose cost moved by more than `stream_cost_step` (or whose congested
-flag flipped) since they were last sent to that client, and under `removed` the source and
-destination of every link sent to it that the matrix no longer has (retired, or a site pair
-whose last link went); empty lists still tell the client a new matrix exists. Event ids are the
-snapshot's `generated_at`. Nothing is replayed: a client that reconnects (with or without
+flag flipped) since the stream last sent them, and under `removed` the source and destination
+of every link sent that the matrix no longer has (retired, or a site pair whose last link went);
+empty lists still tell the client a new matrix exists. Event ids are the snapshot's
+`generated_at`. Nothing is replayed: a client that reconnects (with or without
 `Last-Event-ID`) gets the whole matrix again. A comment line every `keepalive` seconds keeps
 proxies from closing an idle stream.
+
+Subscribers share the work: each level's `changes` event is built once per matrix, in the
+matrix cycle's thread, against one memory of what was sent, and every subscriber is handed the
+same bytes (as is the `matrix` event, built once per matrix). What a subscriber has not read
+waits in its socket: one that falls `BACKLOG_EVENTS` events behind, or whose write has waited
+`send_timeout` seconds, is dropped (`nettel_http_refused_total{reason="slow_reader"}`); at most
+`max_streams` are open (503 beyond, `stream_limit`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 import orjson
-from fastapi import APIRouter, Depends
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from service.matrix.link_record import LinkKey, LinkRecord, link_key
 from service.matrix.snapshot import CostMatrix
+from service.publish.http_guard import ABORT_EXTENSION, HttpRefusal
 from service.publish.wakeups import Wakeups
 
 Level = Literal["host", "site"]
@@ -29,6 +41,14 @@ Sent = dict[LinkKey, tuple[float | None, bool]]
 KEEPALIVE = b": keep-alive\n\n"
 #: Response headers of every SSE stream: not cached, and not buffered by nginx-style proxies.
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: Events are written in pieces of at most this size, each once the client has read the last
+#: (the server's write buffer holds one piece per subscriber, not a whole matrix).
+SEND_PIECE_BYTES = 64 * 1024
+#: `changes` events kept for subscribers still writing an earlier one; one further behind is
+#: dropped.
+BACKLOG_EVENTS = 8
+#: Counts and logs a subscriber refused or dropped: why, the client, a detail for the log.
+Refuse = Callable[[HttpRefusal, str, str], None]
 
 
 def sse_event(event: str, event_id: str | None, data: bytes) -> bytes:
@@ -67,6 +87,26 @@ def _remember(sent: Sent, links: Sequence[LinkRecord]) -> None:
     sent.update({link_key(link): (link["cost"], link["congested"]) for link in links})
 
 
+@dataclass
+class _Feed:
+    """One level's `changes` events, built once per matrix, and the memory of what was sent."""
+
+    sent: Sent = field(default_factory=dict)
+    #: (generated_at, event) of the last BACKLOG_EVENTS matrices, oldest first.
+    events: deque[tuple[float, bytes]] = field(default_factory=lambda: deque(maxlen=BACKLOG_EVENTS))
+    #: The newest matrix whose event left `events` (a subscriber before it is too far behind).
+    forgotten: float = float("-inf")
+    subscribers: int = 0
+    #: The `matrix` event of the newest matrix a subscriber started from.
+    full: tuple[CostMatrix | None, bytes] = (None, b"")
+
+    def since(self, generated_at: float) -> list[tuple[float, bytes]] | None:
+        """The events after the matrix of `generated_at`; None when some were forgotten."""
+        if self.forgotten > generated_at:
+            return None
+        return [event for event in self.events if event[0] > generated_at]
+
+
 class MatrixStream:
     """Wakes every connected client when a new snapshot exists (a matrix observer)."""
 
@@ -76,12 +116,20 @@ class MatrixStream:
         site_links: Callable[[CostMatrix], Sequence[LinkRecord]],
         cost_step: float,
         keepalive: float = 15.0,
+        max_streams: int = 256,
+        send_timeout: float = 30.0,
+        refuse: Refuse = lambda reason, client, detail: None,
     ) -> None:
         self._latest = latest
         self._site_links = site_links
         self._step = cost_step
         self._keepalive = keepalive
+        self.max_streams = max_streams
+        self.send_timeout = send_timeout
+        self.refuse = refuse
         self._wakeups = Wakeups()
+        self._feeds: dict[Level, _Feed] = {"host": _Feed(), "site": _Feed()}
+        self._lock = threading.Lock()
 
     @property
     def closed(self) -> bool:
@@ -91,53 +139,86 @@ class MatrixStream:
         return self._wakeups.count
 
     def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
-        """Matrix observer (cycle thread): only wakes the clients' event loops."""
+        """Matrix observer (cycle thread): builds each subscribed level's `changes` event once,
+        then wakes the clients' event loops."""
+        for level, feed in self._feeds.items():
+            with self._lock:
+                if feed.subscribers:
+                    self._advance(feed, current, self._links(current, level))
         self._wakeups.wake_all()
 
     def close(self) -> None:
         """End every open stream (at shutdown); safe from any thread or a signal handler."""
         self._wakeups.close()
 
-    async def events(self, level: Level) -> AsyncIterator[bytes]:
-        """The byte stream of one client."""
-        with self._wakeups.registered() as wake:
-            async for chunk in self._client_events(level, wake):
-                yield chunk
+    def full_stream(self) -> bool:
+        """Whether `max_streams` are open (or the stream is closing): a new one is refused."""
+        return self.closed or self.open_streams() >= self.max_streams
 
-    async def _client_events(self, level: Level, wake: asyncio.Event) -> AsyncIterator[bytes]:
-        sent: Sent | None = None
-        shown: CostMatrix | None = None
+    async def events(self, level: Level, client: str = "unknown") -> AsyncIterator[bytes]:
+        """The byte stream of one client."""
+        feed = self._feeds[level]
+        with self._lock:
+            feed.subscribers += 1
+        try:
+            with self._wakeups.registered() as wake:
+                async for chunk in self._client_events(level, feed, wake, client):
+                    yield chunk
+        finally:
+            with self._lock:
+                feed.subscribers -= 1
+                if not feed.subscribers:  # the next subscriber starts afresh
+                    self._feeds[level] = _Feed()
+
+    async def _client_events(
+        self, level: Level, feed: _Feed, wake: asyncio.Event, client: str
+    ) -> AsyncIterator[bytes]:
+        shown: float | None = None
         yield b"retry: 3000\n\n"
         while not self.closed:
             wake.clear()
-            matrix = self._latest()
-            if matrix is not None and matrix is not shown:
-                links = self._links(matrix, level)
-                if sent is None:
-                    sent = {}
-                    _remember(sent, links)
-                    yield self._matrix_event(matrix, links, level)
-                else:
-                    yield self._changes_event(matrix, links, sent)
-                shown = matrix
+            if shown is None and (matrix := self._latest()) is not None:
+                shown = matrix.generated_at
+                yield self._start(feed, matrix, level)
+            elif shown is not None:
+                with self._lock:
+                    events = feed.since(shown)
+                if events is None:
+                    detail = f"/costmatrix/stream subscriber over {BACKLOG_EVENTS} events behind"
+                    self.refuse(HttpRefusal.SLOW_READER, client, detail)
+                    return
+                for shown, event in events:  # noqa: B007 (shown: the last event sent)
+                    yield event
             try:
                 await asyncio.wait_for(wake.wait(), self._keepalive)
             except TimeoutError:
                 yield KEEPALIVE
 
+    def _start(self, feed: _Feed, matrix: CostMatrix, level: Level) -> bytes:
+        """The `matrix` event of `matrix` (built once per matrix); the first subscriber's also
+        starts the memory of what was sent."""
+        with self._lock:
+            if feed.full[0] is matrix:
+                return feed.full[1]
+        links = self._links(matrix, level)
+        body = matrix.body if level == "host" else orjson.dumps(matrix.document(list(links)))
+        event = sse_event("matrix", event_id(matrix), body)
+        with self._lock:
+            if not feed.sent and not feed.events:
+                _remember(feed.sent, links)
+            feed.full = (matrix, event)
+        return event
+
     def _links(self, matrix: CostMatrix, level: Level) -> Sequence[LinkRecord]:
         return self._site_links(matrix) if level == "site" else matrix.links
 
-    def _matrix_event(self, matrix: CostMatrix, links: Sequence[LinkRecord], level: Level) -> bytes:
-        body = matrix.body if level == "host" else orjson.dumps(matrix.document(list(links)))
-        return sse_event("matrix", event_id(matrix), body)
-
-    def _changes_event(self, matrix: CostMatrix, links: Sequence[LinkRecord], sent: Sent) -> bytes:
-        moved = moved_links(links, sent, self._step)
-        removed = removed_links(links, sent)
+    def _advance(self, feed: _Feed, matrix: CostMatrix, links: Sequence[LinkRecord]) -> None:
+        """Append `matrix`'s `changes` event to `feed` (the state's lock held)."""
+        moved = moved_links(links, feed.sent, self._step)
+        removed = removed_links(links, feed.sent)
         for key in removed:
-            del sent[key]
-        _remember(sent, moved)
+            del feed.sent[key]
+        _remember(feed.sent, moved)
         body = orjson.dumps(
             {
                 "generated_at": matrix.generated_at,
@@ -145,7 +226,46 @@ class MatrixStream:
                 "removed": [{"source": source, "destination": dest} for source, dest in removed],
             }
         )
-        return sse_event("changes", event_id(matrix), body)
+        if len(feed.events) == feed.events.maxlen:
+            feed.forgotten = feed.events[0][0]
+        feed.events.append((matrix.generated_at, sse_event("changes", event_id(matrix), body)))
+
+
+class EventStreamResponse(StreamingResponse):
+    """A server-sent event stream written in pieces, each of which may wait `send_timeout`
+    seconds for the client to read; then the connection is dropped (through the server's
+    ABORT_EXTENSION) and `on_slow` called."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        send_timeout: float,
+        on_slow: Callable[[], None],
+    ) -> None:
+        super().__init__(content, media_type="text/event-stream", headers=SSE_HEADERS)
+        self._send_timeout = send_timeout
+        self._on_slow = on_slow
+        self._abort: Callable[[], None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._abort = scope.get("extensions", {}).get(ABORT_EXTENSION, {}).get("abort")
+        await super().__call__(scope, receive, send)
+
+    async def stream_response(self, send: Send) -> None:
+        head = {"type": "http.response.start", "status": self.status_code}
+        await send(head | {"headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            for offset in range(0, len(chunk), SEND_PIECE_BYTES):
+                piece = chunk[offset : offset + SEND_PIECE_BYTES]
+                message = {"type": "http.response.body", "body": piece, "more_body": True}
+                try:
+                    await asyncio.wait_for(send(message), self._send_timeout)
+                except TimeoutError:
+                    self._on_slow()
+                    if self._abort is not None:
+                        self._abort()
+                    return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:
@@ -155,15 +275,31 @@ def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:
     @router.get(
         "/costmatrix/stream",
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={
+            200: {"content": {"text/event-stream": {}}},
+            503: {"description": "--sse-max-streams subscribers are connected already"},
+        },
     )
     async def costmatrix_stream(
-        level: Level = "host", stream: MatrixStream = Depends(get_stream)
-    ) -> StreamingResponse:
+        request: Request, level: Level = "host", stream: MatrixStream = Depends(get_stream)
+    ) -> Response:
         """Server-sent events: `matrix` on connect, then `changes` (moved and removed links)
         after every recompute."""
-        return StreamingResponse(
-            stream.events(level), media_type="text/event-stream", headers=SSE_HEADERS
+        client = request.client.host if request.client else "unknown"
+        if stream.full_stream():
+            detail = f"{stream.max_streams} /costmatrix/stream subscribers are open already"
+            stream.refuse(HttpRefusal.STREAM_LIMIT, client, detail)
+            return Response(
+                orjson.dumps({"detail": detail}),
+                status_code=503,
+                media_type="application/json",
+                headers={"Retry-After": "30"},
+            )
+        slow = f"/costmatrix/stream subscriber read nothing for {stream.send_timeout} s"
+        return EventStreamResponse(
+            stream.events(level, client),
+            stream.send_timeout,
+            lambda: stream.refuse(HttpRefusal.SLOW_READER, client, slow),
         )
 
     return router

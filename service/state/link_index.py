@@ -13,6 +13,13 @@ link keeps one row whichever source reported it first. Rows keep their order; on
 (`keep_rows`) removes rows, moving the later ones up, and new links take the rows after them.
 
 Each row's ends have sites from the topology; a new topology re-maps every row (`set_topology`).
+
+Host names are claims of whoever publishes, so a name, once bound to an address, stays bound: by
+the topology's inventory (pSConfig, which wins), else by the first bus message that paired them.
+A message pairing a bound name with another address, or giving a row that has a name another
+one, changes nothing (the row is labelled by its address, or keeps its name); the conflict is
+listed for the caller to count and log (`take_conflicts`). Retirement unbinds the names of the
+addresses it forgets.
 """
 
 from __future__ import annotations
@@ -52,13 +59,15 @@ class LinkIndex:
     destination_hosts: list[str] = field(default_factory=list)
     source_sites: list[str | None] = field(default_factory=list)
     destination_sites: list[str | None] = field(default_factory=list)
-    #: Host name (`host_key`) -> the address the bus last reported for it, of either version.
+    #: Host name (`host_key`) -> the address the bus first reported for it, of either version.
     ip_by_host: dict[str, str] = field(default_factory=dict)
-    #: (host name, 4 or 6) -> the address of that IP version the bus last reported for it.
+    #: (host name, 4 or 6) -> the address of that IP version the bus first reported for it.
     ip_by_host_version: dict[tuple[str, int], str] = field(default_factory=dict)
     names_version: int = 0
     #: Rows with an end that no site matches.
     unmapped: int = 0
+    #: Host-name claims refused since `take_conflicts` was last called, described.
+    conflicts: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -87,24 +96,34 @@ class LinkIndex:
         self.unmapped = sum(source is None or destination is None for source, destination in pairs)
         self.names_version += 1
 
-    def row_for(self, link: LinkEndpoints | NamedEndpoints) -> int:
-        """Row of `link`, added if new. The bus's host names replace earlier ones; a named link
+    def row_for(
+        self, link: LinkEndpoints | NamedEndpoints, admit: Callable[[], bool] | None = None
+    ) -> int | None:
+        """Row of `link`, added if new and `admit()` agrees (None when it does not). A bus link
+        names its row's hosts unless they are bound otherwise (see the module); a named link
         (pScheduler) changes no row's names, only, once resolved, the key of a row it created."""
         if isinstance(link, NamedEndpoints):
-            return self._row_for_named(link)
+            return self._row_for_named(link, admit)
         key = (link.source, link.destination)
         row = self.rows.get(key)
         if row is None:
+            source_host = self._claimed(link.source_host, link.source)
+            destination_host = self._claimed(link.destination_host, link.destination)
             row = self._adopt(key, _bus_name_keys(link))
-            if row is None:
-                return self._append(key, link.source_host, link.destination_host, learn=True)
-            self._set_hosts(row, link.source_host, link.destination_host, learn=True)
+            if row is not None:
+                self._set_hosts(row, source_host, destination_host, learn=True)
+            elif admit is None or admit():
+                row = self._append(key, source_host, destination_host, learn=True)
         elif self.source_hosts[row] != link.source_host or (
             self.destination_hosts[row] != link.destination_host
         ):
-            self._set_hosts(row, link.source_host, link.destination_host, learn=True)
-            self.names_version += 1
+            self._rename(row, link)
         return row
+
+    def take_conflicts(self) -> list[str]:
+        """The host-name claims refused since the last call (and forget them)."""
+        conflicts, self.conflicts = self.conflicts, []
+        return conflicts
 
     def keep_rows(self, keep: list[int]) -> None:
         """Keep only rows `keep` (ascending), renumbered 0, 1, ... in their order; host
@@ -160,7 +179,9 @@ class LinkIndex:
                 self._learn(source_host, source)
                 self._learn(destination_host, destination)
 
-    def _row_for_named(self, link: NamedEndpoints) -> int:
+    def _row_for_named(
+        self, link: NamedEndpoints, admit: Callable[[], bool] | None = None
+    ) -> int | None:
         source = self._resolve(link.source_host, link.source, link.ip_version)
         destination = self._resolve(link.destination_host, link.destination, link.ip_version)
         key = (source, destination)
@@ -168,9 +189,43 @@ class LinkIndex:
         if row is None:
             hosts = (link.source_host, link.destination_host)
             row = self._adopt(key, _name_keys(key, *(named(h, link.ip_version) for h in hosts)))
-            if row is None:
+            if row is None and (admit is None or admit()):
                 return self._append(key, link.source_host, link.destination_host, learn=False)
         return row
+
+    def _claimed(self, host: str, address: str) -> str:
+        """The name a bus message gives the end at `address`, unless that name is bound to
+        another address of its version (then the address itself, and a conflict listed)."""
+        name = host_key(host)
+        if host == address or not name:
+            return host
+        version = 6 if ":" in address else 4
+        bound = self.topology.address_of(name, version) or self.ip_by_host_version.get(
+            (name, version)
+        )
+        if bound is None or bound == address:
+            return host
+        self.conflicts.append(f"host {name} is bound to {bound}; a message gives it {address}")
+        return address
+
+    def _rename(self, row: int, link: LinkEndpoints) -> None:
+        """A bus message names an existing row's hosts otherwise: an end known by its address
+        only takes the name (unless bound elsewhere); a named end keeps its name."""
+        hosts = []
+        ends = (
+            (self.source_hosts[row], link.source_host, link.source),
+            (self.destination_hosts[row], link.destination_host, link.destination),
+        )
+        for current, claimed, address in ends:
+            if current in ("", address):
+                current = self._claimed(claimed, address)
+            elif claimed not in (current, address):
+                conflict = f"host {address} is named {current}; a message says {claimed}"
+                self.conflicts.append(conflict)
+            hosts.append(current)
+        if hosts != [self.source_hosts[row], self.destination_hosts[row]]:
+            self._set_hosts(row, hosts[0], hosts[1], learn=True)
+            self.names_version += 1
 
     def _resolve(self, host: str, address: str, ip_version: int) -> str:
         """An end's identity: its address as the bus revealed it, else as the inventory gives
@@ -235,9 +290,10 @@ class LinkIndex:
         return self.source_sites[row] is None or self.destination_sites[row] is None
 
     def _learn(self, host: str, address: str) -> None:
+        """Bind `host` to `address` unless it is bound already (the first binding stays)."""
         name = host_key(host)
-        self.ip_by_host[name] = address
-        self.ip_by_host_version[(name, 6 if ":" in address else 4)] = address
+        self.ip_by_host.setdefault(name, address)
+        self.ip_by_host_version.setdefault((name, 6 if ":" in address else 4), address)
 
 
 def named(host: str, ip_version: int) -> str:

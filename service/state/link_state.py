@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -17,13 +17,19 @@ import numpy as np
 
 from service.errors import RejectReason
 from service.parse.histogram import HistogramStats
-from service.parse.records import ParsedMessage
+from service.parse.records import LinkEndpoints, NamedEndpoints, ParsedMessage
 from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, Datapoints, LinkBuffers
 from service.state.link_index import LinkIndex
 from service.state.topology import Topology
 
-#: Datapoints further than this in the future (seconds) are refused.
-MAX_FUTURE_SECONDS = 300
+#: Datapoints further than this in the future (seconds) are refused: the clock tolerance. A
+#: datapoint is stamped with the start of the minute (bus) or interval (pScheduler) it measured,
+#: so an NTP-synchronised toolkit's are never ahead; one stamped later would become its link's
+#: newest minute and hide the real one until the clock passes it.
+MAX_FUTURE_SECONDS = 10
+#: Why a new link is refused, given the link, how many the state holds and whether it comes
+#: from an archive's history (None: take it).
+Admission = Callable[[LinkEndpoints | NamedEndpoints, int, bool], RejectReason | None]
 _Name = TypeVar("_Name", str, str | None)  # a link end's IP, host or site
 
 
@@ -33,6 +39,11 @@ class ApplyOutcome:
 
     applied: int = 0
     rejected: list[RejectReason] = field(default_factory=list)
+    #: What the log says about a refusal made here (the parser's are in the message).
+    details: dict[RejectReason, str] = field(default_factory=dict)
+    #: Host names of the message the link index refused (`IDENTITY_CONFLICT`), described; the
+    #: datapoints are stored all the same.
+    conflicts: list[str] = field(default_factory=list)
     #: Of `applied`, those older than the window, folded into the all-time moments.
     archived: int = 0
 
@@ -94,6 +105,8 @@ class LinkState:
         self.stored_total = 0
         #: Links removed by `retire_idle` since start.
         self.retired_total = 0
+        #: Decides on new links (`service.ingest.link_admission`); None takes every one.
+        self.admission: Admission | None = None
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -147,8 +160,19 @@ class LinkState:
         if not kept.any():
             return outcomes
         row_of = np.full(len(messages), -1, dtype=np.int64)
+        refusals: dict[int, RejectReason] = {}
         for number in np.unique(message_of[kept]).tolist():  # new links get rows in message order
-            row_of[number] = self.index.row_for(messages[number].link)
+            row = self._row_for(messages[number].link, outcomes[number], history)
+            if isinstance(row, RejectReason):
+                refusals[number] = row
+            else:
+                row_of[number] = row
+        refused = kept & (row_of[message_of] < 0)
+        for point in np.flatnonzero(refused).tolist():
+            outcomes[message_of[point]].rejected.append(refusals[message_of[point]])
+        kept &= ~refused
+        if not kept.any():
+            return outcomes
         self.buffers.ensure_row(int(row_of.max()))
         table, message_of = table[kept], message_of[kept]
         points = Datapoints(row_of[message_of], timestamps[kept] // 60, *_point_columns(table))
@@ -158,6 +182,27 @@ class LinkState:
             stored, archived = self.buffers.write(points), np.zeros(len(message_of), dtype=bool)
         _count_stored(outcomes, message_of, stored, archived)
         return outcomes
+
+    def _row_for(
+        self, link: LinkEndpoints | NamedEndpoints, outcome: ApplyOutcome, history: bool
+    ) -> int | RejectReason:
+        """The link's row, or why `admission` refuses it as a new link; a host name the index
+        refused is listed in `outcome` (its datapoints are stored all the same)."""
+        admission = self.admission
+        refusal: RejectReason | None = None
+
+        def admit() -> bool:
+            nonlocal refusal
+            refusal = admission(link, len(self.index), history) if admission else None
+            return refusal is None
+
+        row = self.index.row_for(link, admit)
+        outcome.conflicts += self.index.take_conflicts()
+        if row is None:
+            reason = refusal or RejectReason.LINK_LIMIT
+            outcome.details[reason] = _refusal_detail(reason, link)
+            return reason
+        return row
 
     def adopt(self, other: LinkState) -> None:
         """Take `other`'s links in place of this state's (e.g. a peer's for a warm start), so
@@ -240,6 +285,13 @@ def window_reject_codes(timestamps: np.ndarray, now: float) -> np.ndarray:
     """`window_reject_reason` of each timestamp as an index into `_WINDOW_REASONS`."""
     too_old = timestamps // 60 < int(now // 60) - WINDOW_MINUTES
     return np.where(timestamps > now + MAX_FUTURE_SECONDS, 1, np.where(too_old, 2, 0))
+
+
+def _refusal_detail(reason: RejectReason, link: LinkEndpoints | NamedEndpoints) -> str:
+    ends = f"{link.source_host} -> {link.destination_host}"
+    if reason is RejectReason.LINK_LIMIT:
+        return f"new link {ends}: the state holds --max-links links"
+    return f"new link {ends}: its producer added --new-links-per-minute links this minute"
 
 
 def _count_stored(

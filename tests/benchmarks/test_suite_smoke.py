@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MEASUREMENTS = ("ingest", "ingest_rabbitmq", "cycle", "memory", "api", "freshness", "start")
+MEASUREMENTS = (
+    "ingest",
+    "ingest_rabbitmq",
+    "cycle",
+    "memory",
+    "link_flood",
+    "api",
+    "freshness",
+    "start",
+)
 ENVIRONMENT_KEYS = {
     "reference_start",
     "reference_end",
@@ -50,6 +59,7 @@ FIGURES = {
         "growth_exponent",
     },
     "memory": {"state_per_link_1k", "rss_1k", "tensorflow_1k"},
+    "link_flood": {"rss_before", "rss_1k", "rss_per_link_2k", "refused_2k", "metrics_2k"},
     "api": {
         "full_rate",
         "full_p99",

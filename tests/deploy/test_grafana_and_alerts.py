@@ -152,6 +152,7 @@ def test_required_alerts(rules: list[dict[str, Any]]) -> None:
         "NettelCostMatrixStale": (["nettel_snapshot_age_seconds>120"], "5m"),
         "NettelStateSnapshotStale": (["nettel_state_snapshot_age_seconds>"], "5m"),
         "NettelHALeaseQueueShared": (["nettel_ha_lease_shared==1"], "2m"),
+        "NettelLinkLimit": (["increase(nettel_rejected_total", "[10m])>0"], "1m"),
     }
     for name, (fragments, duration) in expected.items():
         assert name in by_name, f"missing alert {name}"

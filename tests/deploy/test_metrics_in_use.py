@@ -29,6 +29,7 @@ from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
 from service.publish.ecosystem import build_ecosystem
+from service.publish.http_guard import HttpRefusal
 from service.publish.metrics import build_registry
 from service.runtime import Runtime, build_runtime
 from tests.deploy.site_mesh import LINKS, UNSITED, host_of, mesh_messages, write_topology
@@ -216,6 +217,7 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
         "nettel_warm_start_total": {"outcome": WarmOutcome.LOADED.value},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_sse_streams": {"endpoint": "alto_updates"},
+        "nettel_http_refused_total": {"reason": next(iter(HttpRefusal)).value},
         "nettel_inference_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_link_cost": {
             "source_site": costliest["source"],

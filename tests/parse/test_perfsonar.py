@@ -340,6 +340,19 @@ def test_ipv6_addresses_are_canonicalised() -> None:
     assert (message.link.source_host, message.link.destination_host) == ("2001:db8::1", "::ffff:1")
 
 
+def test_an_ipv4_address_written_as_ipv6_is_the_ipv4_address() -> None:
+    """`::ffff:192.0.2.73` and `192.0.2.73` are one end, so one row."""
+    raw = body({BASE_TS: 0.1}, meta(source="::ffff:192.0.2.73", source_host=None))
+    assert parse_message(LOSS, raw).link.source == "192.0.2.73"
+
+
+@pytest.mark.parametrize("address", ["fe80::1%eth0", "fe80::1%<b>x</b>", "fe80::1%25eth0"])
+def test_an_address_with_a_scope_id_is_no_link_end(address: str) -> None:
+    with pytest.raises(RejectedInput, match="not an IP address") as caught:
+        parse_message(LOSS, body({BASE_TS: 0.1}, meta(destination=address)))
+    assert caught.value.reason is RejectReason.BAD_VALUE
+
+
 def test_version_field_and_push_meta_are_ignored() -> None:
     raw = body({BASE_TS: 0.1}, {**meta(), "push": True, "summaries": 0}, version=2)
     message = parse_message(LOSS, raw)

@@ -159,6 +159,8 @@ def test_a_bad_histogram_refuses_the_delay_and_keeps_the_loss() -> None:
         ({"histogram-latency": {"60000.00": 600}}, RejectReason.CLOCK_ERROR),
         ({"bucket-width": 0}, RejectReason.BAD_VALUE),
         ({"bucket-width": "0.001"}, RejectReason.BAD_VALUE),
+        ({"bucket-width": 1e-300}, RejectReason.BAD_VALUE),  # every delay would be 0.0 ms
+        ({"bucket-width": 5.0}, RejectReason.BAD_VALUE),
     ],
 )
 def test_delay_refusals_leave_the_loss(change: dict[str, Any], reason: RejectReason) -> None:
@@ -286,6 +288,10 @@ def with_value(path: str, value: Any) -> bytes:
         (with_value("test.spec.dest", " . "), RejectReason.BAD_VALUE),
         (with_value("test.spec.dest", "x" * 256), RejectReason.BAD_VALUE),
         (with_value("test.spec.ip-version", 5), RejectReason.BAD_VALUE),
+        (with_value("test.spec.ip-version", 4.0), RejectReason.BAD_VALUE),
+        (with_value("test.spec.ip-version", True), RejectReason.BAD_VALUE),
+        (with_value("test.spec.dest", "fe80::1%eth0"), RejectReason.BAD_VALUE),
+        (with_value("test.spec.source", "fe80::1%<img src=x>"), RejectReason.BAD_VALUE),
         (with_value("test.spec.packet-count", 0), RejectReason.BAD_VALUE),
         (with_value("test.spec.packet-count", 600.0), RejectReason.BAD_VALUE),
         (with_value("test.spec.packet-interval", -0.1), RejectReason.BAD_VALUE),

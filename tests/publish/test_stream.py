@@ -11,7 +11,14 @@ import httpx
 import pytest
 
 from service.matrix.views import aggregate_sites
-from service.publish.stream import MatrixStream, moved_links, removed_links, sse_event
+from service.publish.http_guard import HttpRefusal
+from service.publish.stream import (
+    BACKLOG_EVENTS,
+    MatrixStream,
+    moved_links,
+    removed_links,
+    sse_event,
+)
 from tests.integration.wire import current_minute_ts, get_json, wait_for
 from tests.publish.support import host_link, make_matrix, read_events
 from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
@@ -173,3 +180,49 @@ def test_service_stops_promptly_with_a_stream_open(serve):
     started = time.monotonic()
     assert service.stop(timeout=8) == 0
     assert time.monotonic() - started < 8 and ended.wait(2)
+
+
+def test_subscribers_share_one_encoded_event_per_matrix():
+    first, second = make_matrix([A, B], 100.0), make_matrix([A | {"cost": 0.5}, B], 101.0)
+    latest = [first]
+    stream = MatrixStream(lambda: latest[0], lambda m: aggregate_sites(m.links), 0.01, 30.0)
+
+    async def scenario() -> list[list[bytes]]:
+        clients = [stream.events("host"), stream.events("host")]
+        received = [[await anext(c), await anext(c)] for c in clients]
+        latest[0] = second
+        stream.observe(first, second)
+        for chunks, client in zip(received, clients, strict=True):
+            chunks.append(await anext(client))
+        stream.close()
+        return received
+
+    (_, matrix_a, changes_a), (_, matrix_b, changes_b) = asyncio.run(scenario())
+    assert matrix_a is matrix_b and changes_a is changes_b  # built once, not per subscriber
+    assert b'"cost":0.5' in changes_a
+
+
+def test_a_subscriber_too_far_behind_is_dropped_and_counted():
+    matrices = [make_matrix([A, B], 100.0 + n) for n in range(BACKLOG_EVENTS + 2)]
+    latest = [matrices[0]]
+    refusals = []
+    stream = MatrixStream(
+        lambda: latest[0],
+        lambda m: aggregate_sites(m.links),
+        0.01,
+        30.0,
+        refuse=lambda *refusal: refusals.append(refusal),
+    )
+
+    async def scenario() -> list[bytes]:
+        events = stream.events("host", "192.0.2.9")
+        await anext(events), await anext(events)  # retry, matrix
+        for previous, current in zip(matrices, matrices[1:], strict=False):
+            latest[0] = current  # the client reads nothing meanwhile
+            stream.observe(previous, current)
+        return [chunk async for chunk in events]
+
+    assert asyncio.run(scenario()) == []
+    ((reason, client, _),) = refusals
+    assert (reason, client) == (HttpRefusal.SLOW_READER, "192.0.2.9")
+    assert stream.open_streams() == 0

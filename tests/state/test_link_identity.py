@@ -87,13 +87,44 @@ def test_the_inventorys_addresses_key_a_run_before_the_bus_reports_anything() ->
     assert round(slot(state, 0, "delay_mean"), 4) == 2.9321
 
 
-def test_the_bus_overrules_the_inventory_for_an_address() -> None:
-    """The address the bus reported for a host wins over a stale inventory entry."""
+def test_the_inventory_overrules_the_bus_for_a_host() -> None:
+    """A host the inventory pairs with another address keeps it: the bus message's claim is
+    refused (its datapoint is kept, in a row labelled by its address), and a run by the host's
+    name goes to the inventory's address, not to the message's."""
     topology = Topology.from_inventory([], [], [(SOURCE_HOST, "192.0.2.250")])
     state = LinkState(topology)
-    state.apply(delay_message({BASE_TS - 60: 5.0}), NOW)
+    outcome = state.apply(delay_message({BASE_TS - 60: 5.0}), NOW)
+    assert outcome.applied == 1 and len(outcome.conflicts) == 1
+    assert "192.0.2.250" in outcome.conflicts[0]
+    assert state.index.source_hosts == [SOURCE_IP]
     state.apply_batch(run_messages(), NOW)
-    assert len(state) == 1 and state.index.sources == [SOURCE_IP]
+    assert state.index.sources == [SOURCE_IP, "192.0.2.250"]
+
+
+def test_a_message_cannot_rebind_a_host_the_bus_bound() -> None:
+    """Host-name hijack: a message claiming a toolkit's name for another address neither takes
+    the toolkit's next run nor its site; one renaming an existing row changes nothing."""
+    state = LinkState(Topology.from_mapping({"SITE-A": [SOURCE_HOST]}))
+    state.apply(delay_message({BASE_TS - 60: 5.0}), NOW)
+    forged = LinkEndpoints("198.51.100.66", DESTINATION_IP, SOURCE_HOST, DESTINATION_HOST)
+    outcome = state.apply(delay_message({BASE_TS - 60: 9.0}, forged), NOW)
+    assert outcome.applied == 1 and len(outcome.conflicts) == 1
+    assert state.index.source_hosts == [SOURCE_HOST, "198.51.100.66"]
+    assert state.index.source_sites == ["SITE-A", None]
+    renamed = LinkEndpoints(SOURCE_IP, DESTINATION_IP, "evil.example.org", DESTINATION_HOST)
+    outcome = state.apply(delay_message({BASE_TS: 9.0}, renamed), NOW)
+    assert len(outcome.conflicts) == 1 and state.index.source_sites[0] == "SITE-A"
+    assert state.index.source_hosts[0] == SOURCE_HOST
+    state.apply_batch(run_messages(), NOW)
+    assert len(state) == 2 and round(slot(state, 0, "delay_median"), 2) == 2.60
+
+
+def test_a_row_known_by_its_address_takes_a_name_later() -> None:
+    state = LinkState()
+    bare = LinkEndpoints(SOURCE_IP, DESTINATION_IP, SOURCE_IP, DESTINATION_IP)
+    state.apply(delay_message({BASE_TS - 60: 5.0}, bare), NOW)
+    outcome = state.apply(delay_message({BASE_TS: 5.0}), NOW)
+    assert not outcome.conflicts and state.index.source_hosts == [SOURCE_HOST]
 
 
 def test_a_host_the_bus_revealed_on_another_link_resolves_that_end() -> None:
@@ -132,7 +163,7 @@ def test_the_runs_ip_version_picks_the_bus_row_of_that_family() -> None:
     v6 = index.row_for(link(source=SOURCE_V6, destination=DESTINATION_V6))
     assert index.row_for(NAMED._replace(ip_version=4)) == v4
     assert index.row_for(NAMED._replace(ip_version=6)) == v6
-    assert index.row_for(NAMED._replace(ip_version=0)) == v6  # the address learned last
+    assert index.row_for(NAMED._replace(ip_version=0)) == v4  # the address bound first
     assert len(index) == 2
 
 
