@@ -8,6 +8,7 @@ import json
 import httpx
 import pytest
 
+from service.analysis.features import FEATURE_NAMES
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
 from tests.integration.wire import (
@@ -104,7 +105,7 @@ def test_queries_by_site_host_and_dense_matrix(service, publisher):
     assert len(detail["series"]["minutes"]) == 32
     assert detail["series"]["minutes"][-1] == (now - 60) // 60
     assert detail["series"]["delay_median"][-1] == 2.6
-    assert len(detail["features"]) == 45
+    assert list(detail["features"]) == list(FEATURE_NAMES)
     assert httpx.get(f"{service.url}/links/192.0.2.99/192.0.2.10").status_code == 404
     assert httpx.get(f"{service.url}/costmatrix", params={"level": "planet"}).status_code == 422
 

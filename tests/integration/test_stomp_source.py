@@ -10,6 +10,7 @@ import pytest
 
 from devtools.activemq import ActiveMQProcess
 from service.broker.link import BrokerAccess
+from service.ingest.backlog import LAG_WINDOW_SECONDS
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from tests.integration.wire import Publisher, wait_for
 
@@ -52,7 +53,9 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
         # a stalled reader's socket buffer stays at its initial size (~128 KB on Linux); a
         # draining one grows it, which is where BACKLOG_UNREAD_BYTES was seen exceeded
         wait_for(lambda: source.unread_bytes() > 64 * 1024, 20, what="unread bytes")
-        time.sleep(1.5)  # the last message has now waited at least this long
+        # the last message has now waited at least 1.5 s, and the probe's fresh lag is more
+        # than the two lag windows back (ArrivalLag: the least lag of the last one or two)
+        time.sleep(max(1.5, 2 * LAG_WINDOW_SECONDS + 0.5))
         release.set()
         wait_for(lambda: received.count(body) == 200, 20, what="every message")
         assert source.unread_bytes() == 0

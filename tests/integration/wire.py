@@ -143,6 +143,9 @@ class SequenceFeed:
             "packet-loss-rate.json",
             [minute],
             source=self.source_of(sequence),
+            # each link its own measuring host, as in a mesh: a producer adds at most
+            # --new-links-per-minute links a minute, which is not what this feed tests
+            input_source=f"seq-{sequence}.example.org",
             destination=self.DESTINATION,
         )
         receipt = f"seq-{sequence}"
