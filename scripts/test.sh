@@ -16,7 +16,9 @@ source scripts/setup.sh
 # the web view's e2e test; TLS client certificates; the RabbitMQ tests (rabbitmq_stomp is in it);
 # Java 17 for PySpark 4.0's local-mode tests (activemq pulls a JRE too: named so the need is explicit)
 install_system_packages chromium openssl rabbitmq-server haproxy openjdk-17-jre-headless
-install_venv ".[test,training,spark,rucio]"  # training: Keras parity and pipeline tests; spark: Spark job
+# training: Keras parity and pipeline tests; spark: Spark job; rucio: rucio-sync's client;
+# ns3: simulator family C's physics
+install_venv ".[test,training,spark,rucio,ns3]"
 install_promtool
 # the Rucio server of the rucio-sync tests, in a venv of its own (its pins clash with nettel's)
 .venv/bin/python -m devtools.rucio_server install >/dev/null

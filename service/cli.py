@@ -26,7 +26,12 @@ from service.config import (
 from service.errors import ConfigError
 from service.log_format import configure_logging
 from service.rucio_sync_command import add_rucio_sync_command
-from training.cli_commands import add_evaluate_command, add_train_command
+from training.cli_commands import (
+    add_evaluate_command,
+    add_simulate_capture_options,
+    add_train_command,
+    run_simulate_capture,
+)
 from training.dataset_command import add_dataset_command
 
 #: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
@@ -177,7 +182,9 @@ def _run_backfill(args: argparse.Namespace) -> int:
 
 def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     simulate = commands.add_parser(
-        "simulate", help="publish a synthetic perfSONAR mesh to a broker (demo feed)"
+        "simulate",
+        help="publish a synthetic perfSONAR mesh to a broker (demo feed), or write a family-C "
+        "(ns-3) capture directory",
     )
     simulate.add_argument("--brokers", default="127.0.0.1:61613", help="host:port[,host:port]")
     simulate.add_argument("--seed", type=int, default=0, help="random seed (deterministic feed)")
@@ -212,12 +219,15 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="only write the --write-topology and --write-rse-map files, publish nothing (no "
         "broker needed)",
     )
+    add_simulate_capture_options(simulate)
     simulate.set_defaults(run=_run_simulate)
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
     from training.demo_feed import run_demo_feed
 
+    if args.family != "A" or args.output is not None:
+        return run_simulate_capture(args)
     if args.sites < 2 or args.backfill_minutes < 0:
         raise ConfigError("--sites must be >= 2 and --backfill-minutes >= 0")
     if not args.feed and args.write_topology is None and args.write_rse_map is None:

@@ -1,10 +1,11 @@
 """The perfSONAR archive of `--perfsonar-dir`: bus captures and ps_owd/ps_packetloss exports.
 
-Files read, in name order: ``*.jsonl`` (one record a line), ``*.json`` (an array of records, an
-Elasticsearch search answer ``{"hits": {"hits": [...]}}`` or one record) and ``*.parquet``
-(one document a row). The layout is told apart record by record from the content: a record with
-a ``body`` is a captured bus message (``{"destination": "/topic/perfsonar.raw.<event-type>",
-"body": ...}`` or ``{"headers": {...}, "body": ...}``), parsed with
+Files read, in name order: ``*.jsonl`` (one record a line; ``*.jsonl.gz`` the same, gzip
+compressed), ``*.json`` (an array of records, an Elasticsearch search answer
+``{"hits": {"hits": [...]}}`` or one record) and ``*.parquet`` (one document a row). The
+layout is told apart record by record from the content: a record with a ``body`` is a captured
+bus message (``{"destination": "/topic/perfsonar.raw.<event-type>", "body": ...}`` or
+``{"headers": {...}, "body": ...}``), parsed with
 ``service.parse.perfsonar.parse_messages`` in batches; any other is an archive document
 (``training.readers.ps_documents``). Records and datapoints the service would refuse are
 skipped and counted by serving's reject reason; captured messages of other event types are
@@ -13,13 +14,14 @@ skipped without counting. The per-record functions here are what the Spark job r
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -28,7 +30,7 @@ from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind, ParsedMessage
 from training.readers.ps_documents import DOCUMENT_FIELDS, convert_document
 
-ARCHIVE_PATTERNS = ("*.jsonl", "*.json", "*.parquet")
+ARCHIVE_PATTERNS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.parquet")
 PARQUET_BATCH_ROWS = 65_536
 #: Lines parsed together (one batch of histogram statistics, as serving batches frames).
 RECORDS_PER_BATCH = 4_096
@@ -65,7 +67,7 @@ def read_perfsonar_archive(directory: Path) -> ArchiveRead:
     """Read every archive file of `directory` (see the module docstring)."""
     files = archive_files(directory)
     if not files:
-        raise ValueError(f"{directory}: no *.jsonl, *.json or *.parquet archive files")
+        raise ValueError(f"{directory}: no *.jsonl(.gz), *.json or *.parquet archive files")
     messages: list[ParsedMessage] = []
     rejected: Counter[str] = Counter()
     records = 0
@@ -85,10 +87,17 @@ def read_archive_file(path: Path) -> Iterator[RecordOutcome]:
     elif path.suffix == ".json":
         yield from parse_json_file(path.read_text())
     else:
-        with path.open(encoding="utf-8") as lines:
+        with _open_lines(path) as lines:
             records = (line for line in lines if line.strip())
             while chunk := list(islice(records, RECORDS_PER_BATCH)):
                 yield from parse_lines(chunk)
+
+
+def _open_lines(path: Path) -> TextIO:
+    """A JSON lines file as text (``*.jsonl.gz`` decompressed)."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
 
 
 def parse_lines(lines: Sequence[str]) -> list[RecordOutcome]:

@@ -2,8 +2,9 @@
 
 The job never re-implements a feature or a parser. Its steps:
 
-1. Read the archive files (``*.jsonl`` as text lines, ``*.json`` whole, ``*.parquet`` rows)
-   with Spark's file sources (so HDFS and other Hadoop file systems work) and turn each record
+1. Read the archive files (``*.jsonl`` and ``*.jsonl.gz`` as text lines, ``*.json`` whole,
+   ``*.parquet`` rows) with Spark's file sources (so HDFS and other Hadoop file systems work)
+   and turn each record
    into datapoint rows with ``training.perfsonar_archive.convert_records`` (the in-memory reader's
    function: the bus parser or the ps_owd/ps_packetloss converter) in ``mapInPandas``. Refused
    records and datapoints become rows carrying their reject reason.
@@ -218,6 +219,7 @@ def read_archive_points(spark: SparkSession, directory: str) -> DataFrame:
     ]
     for pattern, whole, parse in (
         ("*.jsonl", False, _lines_to_points),
+        ("*.jsonl.gz", False, _lines_to_points),  # Spark's text reader decompresses
         ("*.json", True, _files_to_points),
     ):
         files = _matching(spark, directory, pattern)
@@ -231,7 +233,7 @@ def read_archive_points(spark: SparkSession, directory: str) -> DataFrame:
         documents = frame.select(*present, *meta)
         sources.append(documents.mapInPandas(_documents_to_points, schema=_POINT_SCHEMA))
     if not sources:
-        raise ValueError(f"{directory}: no *.jsonl, *.json or *.parquet archive files")
+        raise ValueError(f"{directory}: no *.jsonl(.gz), *.json or *.parquet archive files")
     union = sources[0]
     for other in sources[1:]:
         union = union.unionByName(other)
