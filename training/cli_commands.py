@@ -9,6 +9,8 @@ unusable inputs become `ConfigError`, which the CLI prints as a one-line message
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 from pathlib import Path
 
 from service.errors import ConfigError, NettelError
@@ -219,6 +221,8 @@ def run_simulate_capture(args: argparse.Namespace) -> int:
     def progress(done: int, total: int, seconds: float) -> None:
         print(f"simulate: {done}/{total} links written ({seconds:.0f} s)", flush=True)
 
+    # ending on SIGTERM unwinds through the worker pool, which then ends its processes
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         manifest = write_capture(request, progress)
     except (ValueError, RuntimeError, OSError) as error:

@@ -5,13 +5,15 @@
 //
 // Topology (one link; ACKs and the reverse direction share the same devices):
 //
-//   S1 (probe, TCP) --access-- R1 ==bottleneck (queue disc)==> R2 --hop 2--> D (sinks)
-//   S2 (TCP, UDP)   --access-/                                  /
-//                                        X (hop-2 cross UDP) --/
+//   near (probe, TCP) ==bottleneck (queue disc)==> R2 [--hop 2--> D]   probe receiver, sinks
+//   far (TCP, UDP) --access--/                        \
+//                                                       X (hop-2 cross UDP, with hop 2 only)
 //
-// The bottleneck device of R1 carries the link's queue discipline and buffer; its transmitted
-// bytes per minute are the utilisation label (a router's ifHCOutOctets). Hop 2 (R2 -> D) is
-// either a fast access link or a second FIFO bottleneck loaded by UDP cross traffic from X.
+// The near node is the bottleneck router (and the near TCP sender and the probe's sender): its
+// bottleneck device carries the link's queue discipline and buffer, and its transmitted bytes
+// per minute are the utilisation label (a router's ifHCOutOctets). The far sender reaches it
+// over a fast access link with extra delay. On some paths a second FIFO hop (R2 -> D), loaded
+// by UDP cross traffic from X, follows; elsewhere R2 is the destination.
 
 #include "ns3/applications-module.h"
 #include "ns3/core-module.h"
@@ -53,7 +55,8 @@ struct LinkScenario
     uint32_t segment_bytes = 1448;
     double rate_bps = 4e6;
     double bottleneck_delay_ms = 10.0;
-    double access_delay_ms[2] = {0.5, 0.5};
+    //! Extra one-way delay of the far TCP sender (longer RTTs than the near one's).
+    double far_sender_delay_ms = 0.5;
     double access_rate_bps = 1e9;
     uint32_t queue_packets = 50;
     //! The device's own transmit queue below the queue disc (part of the buffer).
@@ -457,41 +460,44 @@ inline LinkResult RunLink(const LinkScenario& s)
     Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(1 << 21));
     Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
 
+    // the near sender is the bottleneck router itself (its NIC is the bottleneck): one hop
+    // fewer per packet than a separate host behind a fast access link, and the same queue
     NodeContainer nodes;
-    nodes.Create(6);
-    Ptr<Node> s1 = nodes.Get(0), s2 = nodes.Get(1), r1 = nodes.Get(2), r2 = nodes.Get(3),
-              d = nodes.Get(4), x = nodes.Get(5);
+    nodes.Create(s.has_hop2 ? 5 : 3);
+    Ptr<Node> near = nodes.Get(0), far = nodes.Get(1), r2 = nodes.Get(2);
     InternetStackHelper internet;
     internet.Install(nodes);
 
     uint32_t q = s.device_queue_packets;
-    NetDeviceContainer access1 = Connect(s1, r1, s.access_rate_bps, s.access_delay_ms[0], q);
-    NetDeviceContainer access2 = Connect(s2, r1, s.access_rate_bps, s.access_delay_ms[1], q);
-    NetDeviceContainer bottleneck = Connect(r1, r2, s.rate_bps, s.bottleneck_delay_ms, q);
-    NetDeviceContainer hop2 =
-        Connect(r2, d, s.has_hop2 ? s.hop2_rate_bps : s.access_rate_bps, s.hop2_delay_ms, q);
-    NetDeviceContainer cross = Connect(x, r2, s.access_rate_bps, 0.1, q);
-
+    NetDeviceContainer access = Connect(far, near, s.access_rate_bps, s.far_sender_delay_ms, q);
+    NetDeviceContainer bottleneck = Connect(near, r2, s.rate_bps, s.bottleneck_delay_ms, q);
     QueueDiscContainer bottleneck_queue = BottleneckQueue(s).Install(bottleneck.Get(0));
+    std::vector<NetDeviceContainer> links = {access, bottleneck};
+    Ptr<Node> destination = r2;
+    NetDeviceContainer hop2;
     if (s.has_hop2)
     {
+        destination = nodes.Get(3);
+        hop2 = Connect(r2, destination, s.hop2_rate_bps, s.hop2_delay_ms, q);
         TrafficControlHelper fifo;
         fifo.SetRootQueueDisc("ns3::FifoQueueDisc",
                               "MaxSize", QueueSizeValue(QueueSize(Packets(s.hop2_queue_packets))));
         fifo.Install(hop2.Get(0));
+        links.push_back(hop2);
+        links.push_back(Connect(nodes.Get(4), r2, s.access_rate_bps, 0.1, q));
     }
 
     Ipv4AddressHelper addresses;
-    std::vector<Ipv4InterfaceContainer> interfaces;
     int network = 1;
-    for (auto* devices : {&access1, &access2, &bottleneck, &hop2, &cross})
+    for (const auto& devices : links)
     {
         std::string base = "10.0." + std::to_string(network++) + ".0";
         addresses.SetBase(Ipv4Address(base.c_str()), "255.255.255.0");
-        interfaces.push_back(addresses.Assign(*devices));
+        addresses.Assign(devices);
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
-    Ipv4Address receiver = interfaces[3].GetAddress(1);
+    // interface 0 is the loopback; 1 the destination's link towards the senders
+    Ipv4Address receiver = destination->GetObject<Ipv4>()->GetAddress(1, 0).GetLocal();
 
     LinkResult result;
     uint32_t probes = static_cast<uint32_t>(std::llround(60.0 / s.probe_interval_s)) * s.minutes;
@@ -502,8 +508,11 @@ inline LinkResult RunLink(const LinkScenario& s)
         "PhyTxBegin", MakeBoundCallback(&CountBytes, &counters.bottleneck_bytes));
     bottleneck.Get(0)->TraceConnectWithoutContext(
         "PhyRxEnd", MakeBoundCallback(&CountBytes, &counters.bottleneck_bytes_in));
-    hop2.Get(0)->TraceConnectWithoutContext(
-        "PhyTxBegin", MakeBoundCallback(&CountBytes, &counters.hop2_bytes));
+    if (s.has_hop2)
+    {
+        hop2.Get(0)->TraceConnectWithoutContext(
+            "PhyTxBegin", MakeBoundCallback(&CountBytes, &counters.hop2_bytes));
+    }
     bottleneck_queue.Get(0)->TraceConnectWithoutContext(
         "Drop", MakeBoundCallback(&CountDrop, &counters.drops));
     for (uint32_t minute = 1; minute <= s.minutes; ++minute)
@@ -512,24 +521,28 @@ inline LinkResult RunLink(const LinkScenario& s)
     }
 
     const uint16_t tcp_port = 5000, probe_port = 861, udp_port = 9, cross_port = 10;
-    Ptr<TcpDiscard> sink = Create<TcpDiscard>(d, tcp_port);
+    Ptr<TcpDiscard> sink = Create<TcpDiscard>(destination, tcp_port);
     Ptr<Probe> probe =
-        Create<Probe>(s1, d, InetSocketAddress(receiver, probe_port), probe_port, probes,
+        Create<Probe>(near, destination, InetSocketAddress(receiver, probe_port), probe_port, probes,
                       &result.probe_delay_ms);
     probe->Start(s.probe_offset_s, s.probe_interval_s, s.probe_bytes);
 
-    Ptr<UdpPeriods> udp = Create<UdpPeriods>(s2, InetSocketAddress(receiver, udp_port), s.udp_bytes);
+    Ptr<UdpPeriods> udp = Create<UdpPeriods>(far, InetSocketAddress(receiver, udp_port), s.udp_bytes);
     udp->Schedule(s.udp_start, s.udp_stop, s.udp_rate_bps);
-    Ptr<UdpPeriods> cross_udp =
-        Create<UdpPeriods>(x, InetSocketAddress(receiver, cross_port), s.udp_bytes);
-    cross_udp->Schedule(s.cross_start, s.cross_stop, s.cross_rate_bps);
+    Ptr<UdpPeriods> cross_udp;
+    if (s.has_hop2)
+    {
+        cross_udp = Create<UdpPeriods>(nodes.Get(4), InetSocketAddress(receiver, cross_port),
+                                       s.udp_bytes);
+        cross_udp->Schedule(s.cross_start, s.cross_stop, s.cross_rate_bps);
+    }
 
     std::vector<TypeId> controls;
     for (const auto& name : kCongestionControls)
     {
         controls.push_back(TypeId::LookupByName(name));
     }
-    Ptr<Node> senders[2] = {s1, s2};
+    Ptr<Node> senders[2] = {near, far};
     Address peer = InetSocketAddress(receiver, tcp_port);
     double end_s = 60.0 * s.minutes;
     for (size_t i = 0; i < s.flow_start.size(); ++i)
@@ -561,7 +574,10 @@ inline LinkResult RunLink(const LinkScenario& s)
     result.events = Simulator::GetEventCount();
     probe->Close();
     udp->Close();
-    cross_udp->Close();
+    if (cross_udp)
+    {
+        cross_udp->Close();
+    }
     sink->Shutdown();
     Simulator::Destroy();
     return result;

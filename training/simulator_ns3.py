@@ -29,7 +29,6 @@ import ipaddress
 import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -57,11 +56,10 @@ DEVICE_QUEUE_PACKETS = 1
 QDISCS = ("fifo", "red", "fq_codel", "codel", "pie")
 QDISC_SHARES = (0.45, 0.15, 0.2, 0.1, 0.1)
 PROPAGATION_MS = (1.0, 150.0)
-ACCESS_MS = (0.05, 0.5)
-#: The second TCP sender's extra access delay, as a share of the path's propagation delay.
+#: The far TCP sender's extra access delay, as a share of the path's propagation delay.
 FAR_SENDER_SHARE = (0.2, 1.0)
 HOP2_SHARE = 0.35
-HOP2_RATE = (1.2, 3.0)
+HOP2_RATE = (1.2, 2.0)
 HOP2_BUFFER_MS = (10.0, 50.0)
 HOP2_CROSS_LOAD = (0.2, 0.9)
 CLOCK_OFFSET_SHARE = 0.25
@@ -126,7 +124,7 @@ class LinkDraw:
     buffer_ms: float
     queue_packets: int
     propagation_ms: float
-    access_ms: tuple[float, float]
+    far_sender_ms: float
     bottleneck_delay_ms: float
     has_hop2: bool
     hop2_rate_bps: float
@@ -260,16 +258,15 @@ def draw_link(link: int, minutes: int, seed: int, longitude_deg: float) -> LinkD
     qdisc = str(rng.choice(QDISCS, p=QDISC_SHARES))
     buffer_packets = max(MIN_QUEUE_PACKETS, round(_log_uniform(rng, BUFFER_MS) / packet_ms))
     propagation = _log_uniform(rng, PROPAGATION_MS)
-    near = float(rng.uniform(*ACCESS_MS))
-    far = near + propagation * float(rng.uniform(*FAR_SENDER_SHARE))
+    far_sender = propagation * float(rng.uniform(*FAR_SENDER_SHARE))
     has_hop2 = bool(rng.random() < HOP2_SHARE)
     hop2_rate = rate * float(rng.uniform(*HOP2_RATE))
     hop2_packets = max(
         MIN_QUEUE_PACKETS,
         round(float(rng.uniform(*HOP2_BUFFER_MS)) / (PACKET_BYTES * 8 / hop2_rate * 1e3)),
     )
-    hop2_delay = propagation * float(rng.uniform(0.05, 0.3)) if has_hop2 else 0.05
-    bottleneck_delay = max(propagation - near - hop2_delay, 0.05)
+    hop2_delay = propagation * float(rng.uniform(0.05, 0.3)) if has_hop2 else 0.0
+    bottleneck_delay = max(propagation - hop2_delay, 0.05)
     offset = 0.0
     if rng.random() < CLOCK_OFFSET_SHARE:
         offset = float(rng.choice([-1.0, 1.0]) * rng.uniform(*CLOCK_OFFSET_MS))
@@ -285,7 +282,7 @@ def draw_link(link: int, minutes: int, seed: int, longitude_deg: float) -> LinkD
         buffer_ms=buffer_packets * packet_ms,
         queue_packets=buffer_packets - DEVICE_QUEUE_PACKETS,
         propagation_ms=propagation,
-        access_ms=(near, far),
+        far_sender_ms=far_sender,
         bottleneck_delay_ms=bottleneck_delay,
         has_hop2=has_hop2,
         hop2_rate_bps=hop2_rate if has_hop2 else 0.0,
@@ -418,7 +415,7 @@ def simulate_link(draw: LinkDraw) -> LinkMeasurement:
     spec.segment_bytes = SEGMENT_BYTES
     spec.rate_bps = draw.rate_bps
     spec.bottleneck_delay_ms = draw.bottleneck_delay_ms
-    spec.access_delay_ms[0], spec.access_delay_ms[1] = draw.access_ms
+    spec.far_sender_delay_ms = draw.far_sender_ms
     spec.queue_packets = draw.queue_packets
     spec.device_queue_packets = DEVICE_QUEUE_PACKETS
     spec.qdisc = QDISCS.index(draw.qdisc)
@@ -463,9 +460,8 @@ def simulate_links(draws: list[LinkDraw], processes: int) -> Iterator[LinkMeasur
         yield from map(simulate_link, draws)
         return
     context = get_context("spawn")  # ns-3 and cppyy do not survive a fork
-    with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        for future in as_completed([pool.submit(simulate_link, draw) for draw in draws]):
-            yield future.result()
+    with context.Pool(processes) as pool:  # leaving it (also on an error) ends the workers
+        yield from pool.imap_unordered(simulate_link, draws, chunksize=1)
 
 
 # --- writing the capture -------------------------------------------------------------------------
