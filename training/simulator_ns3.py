@@ -606,10 +606,11 @@ def write_links(
         entries[draw.index] = write_link(directory, hosts, draw, measured, request.first_minute)
         summaries[draw.index] = draw.summary() | measured.summary(draw.rate_bps)
         summaries[draw.index]["name"] = _link_name(hosts, draw.index)
+        # rewritten after every link, so the links written so far are usable if a run stops
+        router_map = {"links": [entries[i] for i in sorted(entries)]}
+        (directory / ROUTER_DIR / ROUTER_MAP).write_text(json.dumps(router_map, indent=1) + "\n")
         if progress is not None:
             progress(done, len(draws), time.monotonic() - started)
-    router_map = {"links": [entries[i] for i in sorted(entries)]}
-    (directory / ROUTER_DIR / ROUTER_MAP).write_text(json.dumps(router_map, indent=1) + "\n")
     return [summaries[i] for i in sorted(summaries)]
 
 

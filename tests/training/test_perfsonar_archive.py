@@ -3,7 +3,9 @@ outcome, and refuses what serving refuses."""
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,12 @@ from service.parse.perfsonar import parse_message
 from service.parse.records import MeasurementKind
 from tests.data import load_sample
 from tests.message_factory import BASE_TS, DESTINATION_IP, SOURCE_IP, meta
-from training.perfsonar_archive import RecordOutcome, parse_json_file, parse_lines
+from training.perfsonar_archive import (
+    RecordOutcome,
+    parse_json_file,
+    parse_lines,
+    read_perfsonar_archive,
+)
 
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 
@@ -57,3 +64,19 @@ def test_a_body_only_pythons_json_reads_is_refused_as_serving_refuses_its_text()
     (from_file,) = parse_json_file(f"[{line}]")
     assert from_line.rejected == from_file.rejected == [serving.value.reason]
     assert serving.value.reason is RejectReason.INVALID_JSON
+
+
+def test_a_gzip_compressed_capture_reads_as_the_plain_one(tmp_path: Path) -> None:
+    text = (
+        capture_line("owdelay-histogram-real.json") + "\n" + capture_line("packet-loss-rate.json")
+    )
+    plain, compressed = tmp_path / "plain", tmp_path / "compressed"
+    plain.mkdir()
+    compressed.mkdir()
+    (plain / "capture.jsonl").write_text(text)
+    (compressed / "capture.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+
+    expected, read = read_perfsonar_archive(plain), read_perfsonar_archive(compressed)
+    assert read.records == expected.records == 2
+    assert read.messages == expected.messages
+    assert not read.rejected
