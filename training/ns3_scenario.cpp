@@ -53,6 +53,8 @@ struct LinkScenario
     uint64_t rng_run = 1;
     uint32_t minutes = 1;
     uint32_t segment_bytes = 1448;
+    //! Initial congestion window in segments.
+    uint32_t initial_window = 4;
     double rate_bps = 4e6;
     double bottleneck_delay_ms = 10.0;
     //! Extra one-way delay of the far TCP sender (longer RTTs than the near one's).
@@ -458,7 +460,7 @@ inline LinkResult RunLink(const LinkScenario& s)
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(s.segment_bytes));
     Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(1 << 21));
     Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(1 << 21));
-    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(s.initial_window));
 
     // the near sender is the bottleneck router itself (its NIC is the bottleneck): one hop
     // fewer per packet than a separate host behind a fast access link, and the same queue

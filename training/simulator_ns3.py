@@ -44,6 +44,8 @@ PROBES_PER_MINUTE = 600
 PROBE_INTERVAL_S = 60.0 / PROBES_PER_MINUTE
 PROBE_BYTES = 40
 SEGMENT_BYTES = 1448
+#: Initial congestion window (segments), Linux's.
+INITIAL_WINDOW = 10
 #: Bytes of a full-sized packet on the wire: segment, TCP/IP headers with options, PPP.
 PACKET_BYTES = SEGMENT_BYTES + 52 + 2
 UDP_BYTES = 1200
@@ -413,6 +415,7 @@ def simulate_link(draw: LinkDraw) -> LinkMeasurement:
     spec.rng_run = draw.run
     spec.minutes = draw.minutes
     spec.segment_bytes = SEGMENT_BYTES
+    spec.initial_window = INITIAL_WINDOW
     spec.rate_bps = draw.rate_bps
     spec.bottleneck_delay_ms = draw.bottleneck_delay_ms
     spec.far_sender_delay_ms = draw.far_sender_ms
@@ -562,29 +565,33 @@ Progress = Callable[[int, int, float], None]
 
 def write_capture(request: CaptureRequest, progress: Progress | None = None) -> dict[str, Any]:
     """Draw, simulate and write every link of `request` (layout in docs/simulator-ns3.md);
-    returns the manifest, also written to routers/scenario.json."""
+    returns the manifest, routers/scenario.json (rewritten after every link, `complete` once
+    all are written, so a stopped run leaves a usable directory of the links it finished)."""
     if min(request.links, request.minutes, request.processes) < 1:
         raise ValueError("links, minutes and processes must be >= 1")
     hosts = build_hosts(request.links, request.seed)
     draws = draw_links(hosts, request.minutes, request.seed)
     started = time.monotonic()
-    links = write_links(request.output, hosts, draws, request, progress)
-    cpu = sum(link["cpu_seconds"] for link in links)
-    manifest = {
-        "family": "C",
-        "simulator": "training.simulator_ns3 (ns-3 3.44, training/ns3_scenario.cpp)",
-        "seed": request.seed,
-        "links": request.links,
-        "minutes": request.minutes,
-        "first_minute": request.first_minute,
-        "processes": request.processes,
-        "wall_seconds": round(time.monotonic() - started, 1),
-        "cpu_seconds": round(cpu, 1),
-        "cpu_seconds_per_link_minute": round(cpu / (request.links * request.minutes), 4),
-        "router_map": f"{ROUTER_DIR}/{ROUTER_MAP}",
-        "link_parameters": links,
-    }
-    (request.output / ROUTER_DIR / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    manifest: dict[str, Any] = {}
+    for links in write_links(request.output, hosts, draws, request, progress):
+        cpu = sum(link["cpu_seconds"] for link in links)
+        manifest = {
+            "family": "C",
+            "simulator": "training.simulator_ns3 (ns-3 3.44, training/ns3_scenario.cpp)",
+            "seed": request.seed,
+            "links": request.links,
+            "minutes": request.minutes,
+            "first_minute": request.first_minute,
+            "processes": request.processes,
+            "complete": len(links) == len(draws),
+            "links_written": len(links),
+            "wall_seconds": round(time.monotonic() - started, 1),
+            "cpu_seconds": round(cpu, 1),
+            "cpu_seconds_per_link_minute": round(cpu / (len(links) * request.minutes), 4),
+            "router_map": f"{ROUTER_DIR}/{ROUTER_MAP}",
+            "link_parameters": links,
+        }
+        (request.output / ROUTER_DIR / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
@@ -594,9 +601,9 @@ def write_links(
     draws: list[LinkDraw],
     request: CaptureRequest,
     progress: Progress | None = None,
-) -> list[dict[str, Any]]:
+) -> Iterator[list[dict[str, Any]]]:
     """Simulate `draws` (links of `hosts`) and write their captures, router counters and the
-    router map into `directory`; each link's parameters and what its simulation cost."""
+    router map into `directory`; after each link, the parameters and cost of those written."""
     (directory / ROUTER_DIR).mkdir(parents=True, exist_ok=True)
     entries: dict[int, dict[str, Any]] = {}
     summaries: dict[int, dict[str, Any]] = {}
@@ -606,12 +613,11 @@ def write_links(
         entries[draw.index] = write_link(directory, hosts, draw, measured, request.first_minute)
         summaries[draw.index] = draw.summary() | measured.summary(draw.rate_bps)
         summaries[draw.index]["name"] = _link_name(hosts, draw.index)
-        # rewritten after every link, so the links written so far are usable if a run stops
         router_map = {"links": [entries[i] for i in sorted(entries)]}
         (directory / ROUTER_DIR / ROUTER_MAP).write_text(json.dumps(router_map, indent=1) + "\n")
         if progress is not None:
             progress(done, len(draws), time.monotonic() - started)
-    return [summaries[i] for i in sorted(summaries)]
+        yield [summaries[i] for i in sorted(summaries)]
 
 
 def _link_name(hosts: Mesh, link: int) -> str:

@@ -171,7 +171,7 @@ def test_the_capture_directory_reads_through_the_real_data_pipeline(tmp_path: Pa
         link(traffic(minutes=minutes), minutes, index=1, clock_offset_ms=-25.0),
     ]
     request = CaptureRequest(tmp_path, 2, minutes, SEED, 1, FIRST_MINUTE)
-    summaries = write_links(tmp_path, hosts, draws, request)
+    *_, summaries = write_links(tmp_path, hosts, draws, request)
     assert [s["name"] for s in summaries] == ["NS3-01->NS3-02", "NS3-02->NS3-01"]
 
     dataset = build_real_dataset(tmp_path, tmp_path / ROUTER_DIR / ROUTER_MAP)
