@@ -197,3 +197,19 @@ def test_the_capture_directory_reads_through_the_real_data_pipeline(tmp_path: Pa
     )
     delays = [float(k) for k in next(iter(offset["body"]["datapoints"].values()))]
     assert max(delays) < 0  # 20 ms away, a clock 25 ms behind: negative one-way delays
+
+
+def test_nettel_simulate_writes_a_complete_capture(tmp_path: Path) -> None:
+    from service.cli import main
+
+    seed = 5  # its one link is an idle one: quick to simulate
+    assert draw_links(build_hosts(1, seed), WARMUP_MINUTES + 1, seed)[0].idle
+    argv = ["simulate", "--family", "C", "--output", str(tmp_path), "--links", "1", "--seed", "5"]
+    assert main([*argv, "--minutes", str(WARMUP_MINUTES + 1), "--processes", "1"]) == 0
+
+    manifest = json.loads((tmp_path / ROUTER_DIR / "scenario.json").read_text())
+    assert manifest["complete"] and manifest["links_written"] == 1
+    assert manifest["link_parameters"][0]["cpu_seconds"] > 0
+    dataset = build_real_dataset(tmp_path, tmp_path / ROUTER_DIR / ROUTER_MAP)
+    assert len(dataset) == 1
+    assert dataset.minute[0] == FIRST_MINUTE + WARMUP_MINUTES  # the first row: 2024-01-01T00:00Z
