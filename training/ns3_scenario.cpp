@@ -25,27 +25,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace nettel_ns3
 {
 using namespace ns3;
-
-//! Congestion controls a flow may use (index = LinkScenario's flow_cc values).
-inline const std::vector<std::string> kCongestionControls = {
-    "ns3::TcpCubic", "ns3::TcpNewReno", "ns3::TcpBbr", "ns3::TcpHighSpeed", "ns3::TcpVegas"};
-
-//! Queue disciplines of the bottleneck (index = LinkScenario::qdisc).
-enum Qdisc : int
-{
-    FIFO = 0,
-    RED = 1,
-    FQ_CODEL = 2,
-    CODEL = 3,
-    PIE = 4,
-};
 
 //! Everything one link's simulation needs; times in seconds from the first minute's start.
 struct LinkScenario
@@ -63,7 +49,10 @@ struct LinkScenario
     uint32_t queue_packets = 50;
     //! The device's own transmit queue below the queue disc (part of the buffer).
     uint32_t device_queue_packets = 1;
-    int qdisc = FIFO;
+    //! Queue discipline of the bottleneck: fifo, red, fq_codel, codel or pie.
+    std::string qdisc = "fifo";
+    //! TypeIds of the congestion controls LinkScenario::flow_cc indexes (ns3::TcpCubic, ...).
+    std::vector<std::string> congestion_controls;
     bool has_hop2 = false;
     double hop2_rate_bps = 1e9;
     double hop2_delay_ms = 0.5;
@@ -397,9 +386,8 @@ inline TrafficControlHelper BottleneckQueue(const LinkScenario& s)
     TrafficControlHelper tc;
     uint32_t limit = s.queue_packets;
     double per_packet_ms = (s.segment_bytes + 52) * 8.0 / s.rate_bps * 1e3;
-    switch (s.qdisc)
+    if (s.qdisc == "red")
     {
-    case RED: {
         double min_th = std::max(1.0, limit / 5.0);
         tc.SetRootQueueDisc("ns3::RedQueueDisc",
                             "MaxSize", QueueSizeValue(QueueSize(Packets(limit))),
@@ -409,27 +397,29 @@ inline TrafficControlHelper BottleneckQueue(const LinkScenario& s)
                             "Gentle", BooleanValue(true),
                             "LinkBandwidth", DataRateValue(DataRate(s.rate_bps)),
                             "LinkDelay", TimeValue(MilliSeconds(s.bottleneck_delay_ms)));
-        break;
     }
-    case FQ_CODEL:
-        tc.SetRootQueueDisc("ns3::FqCoDelQueueDisc",
+    else if (s.qdisc == "fq_codel" || s.qdisc == "codel")
+    {
+        // CoDel's target must exceed a packet's transmission time
+        std::string target = std::to_string(std::max(5.0, 1.5 * per_packet_ms)) + "ms";
+        tc.SetRootQueueDisc(s.qdisc == "codel" ? "ns3::CoDelQueueDisc" : "ns3::FqCoDelQueueDisc",
                             "MaxSize", QueueSizeValue(QueueSize(Packets(limit))),
-                            // CoDel's target must exceed a packet's transmission time
-                            "Target", StringValue(std::to_string(std::max(5.0, 1.5 * per_packet_ms)) + "ms"));
-        break;
-    case CODEL:
-        tc.SetRootQueueDisc("ns3::CoDelQueueDisc",
-                            "MaxSize", QueueSizeValue(QueueSize(Packets(limit))),
-                            "Target", StringValue(std::to_string(std::max(5.0, 1.5 * per_packet_ms)) + "ms"));
-        break;
-    case PIE:
+                            "Target", StringValue(target));
+    }
+    else if (s.qdisc == "pie")
+    {
         tc.SetRootQueueDisc("ns3::PieQueueDisc",
                             "MaxSize", QueueSizeValue(QueueSize(Packets(limit))),
                             "QueueDelayReference", TimeValue(MilliSeconds(15)));
-        break;
-    default:
+    }
+    else if (s.qdisc == "fifo")
+    {
         tc.SetRootQueueDisc("ns3::FifoQueueDisc",
                             "MaxSize", QueueSizeValue(QueueSize(Packets(limit))));
+    }
+    else
+    {
+        throw std::invalid_argument("unknown queue discipline " + s.qdisc);
     }
     return tc;
 }
@@ -540,7 +530,7 @@ inline LinkResult RunLink(const LinkScenario& s)
     }
 
     std::vector<TypeId> controls;
-    for (const auto& name : kCongestionControls)
+    for (const auto& name : s.congestion_controls)
     {
         controls.push_back(TypeId::LookupByName(name));
     }

@@ -11,9 +11,9 @@ how many links or processes there are):
 
 - bottleneck rate 2-3 Mb/s (segments of 1448 bytes), queue discipline FIFO, RED, FQ-CoDel,
   CoDel or PIE with a buffer of 5-100 ms of the link rate (at least MIN_QUEUE_PACKETS packets);
-- one-way propagation delay 1-150 ms (log-uniform), two TCP sender hosts with different access
-  delays (RTT diversity), a second hop with UDP cross traffic on some paths, a constant clock
-  offset on some pairs (some negative);
+- one-way propagation delay 1-150 ms (log-uniform), TCP senders on the bottleneck router and
+  on a far host behind extra delay (RTT diversity), a second hop with UDP cross traffic on some
+  paths, a constant clock offset on some pairs (some negative);
 - TCP flows of several congestion controls with Pareto sizes arriving at a rate that follows a
   compressed day, long-lived bulk transfers, UDP on/off traffic; idle links carry almost nothing;
 - a 10 Hz UDP probe (600 packets a minute, like powstream) whose one-way delays make the minute's
@@ -69,7 +69,8 @@ CLOCK_OFFSET_MS = (1.0, 30.0)
 COARSE_BUCKET_SHARE = 0.3
 BUCKET_MS = (0.01, 0.1)
 
-CONGESTION_CONTROLS = ("cubic", "newreno", "bbr", "highspeed", "vegas")
+#: ns-3's TCP congestion controls a flow may use (BBR paced, as Linux paces it).
+CONGESTION_CONTROLS = ("TcpCubic", "TcpNewReno", "TcpBbr", "TcpHighSpeed", "TcpVegas")
 CC_WEIGHTS = (4.0, 2.0, 2.0, 1.0, 1.0)
 IDLE_SHARE = 0.2
 #: Minutes of one compressed day: the short-flow arrival rate goes through a day in this time.
@@ -192,7 +193,9 @@ def _log_uniform(rng: np.random.Generator, bounds: tuple[float, float]) -> float
 
 def build_hosts(n_links: int, seed: int) -> Mesh:
     """The sites and hosts of `n_links` directed links (named NS3-nn, hosts 10.192.n.10):
-    family A's geography with its own seed, links drawn among all site pairs."""
+    family A's geography with its own seed, links drawn among all site pairs. Only the hosts,
+    the link endpoints and the sites' longitudes are family C's; the per-link physics of the
+    Mesh is family A's, unused (family C's is in each link's LinkDraw)."""
     sites = 2
     while sites * (sites - 1) < n_links:
         sites += 1
@@ -221,26 +224,6 @@ def build_hosts(n_links: int, seed: int) -> Mesh:
         latitude_deg=mesh.latitude_deg,
         longitude_deg=mesh.longitude_deg,
         **per_link,
-    )
-
-
-def with_link_physics(hosts: Mesh, draws: list[LinkDraw]) -> Mesh:
-    """`hosts` with the drawn physics of family C in its per-link arrays (as the card shows)."""
-    from dataclasses import replace
-
-    def column(get: Callable[[LinkDraw], float]) -> np.ndarray:
-        return np.array([get(d) for d in draws])
-
-    return replace(
-        hosts,
-        base_delay_ms=column(lambda d: d.propagation_ms),
-        jitter_ms=np.zeros(len(draws)),
-        capacity_bps=column(lambda d: d.rate_bps),
-        buffer_ms=column(lambda d: d.buffer_ms),
-        service_ms=column(lambda d: PACKET_BYTES * 8 / d.rate_bps * 1e3),
-        background_loss=np.zeros(len(draws)),
-        clock_offset_ms=column(lambda d: d.clock_offset_ms),
-        congestion_prone=column(lambda d: not d.idle).astype(bool),
     )
 
 
@@ -421,7 +404,9 @@ def simulate_link(draw: LinkDraw) -> LinkMeasurement:
     spec.far_sender_delay_ms = draw.far_sender_ms
     spec.queue_packets = draw.queue_packets
     spec.device_queue_packets = DEVICE_QUEUE_PACKETS
-    spec.qdisc = QDISCS.index(draw.qdisc)
+    spec.qdisc = draw.qdisc
+    for name in CONGESTION_CONTROLS:
+        spec.congestion_controls.push_back(f"ns3::{name}")
     spec.has_hop2 = draw.has_hop2
     spec.hop2_rate_bps = draw.hop2_rate_bps or 1e9
     spec.hop2_delay_ms = draw.hop2_delay_ms
@@ -608,8 +593,9 @@ def write_links(
     entries: dict[int, dict[str, Any]] = {}
     summaries: dict[int, dict[str, Any]] = {}
     started = time.monotonic()
+    by_index = {draw.index: draw for draw in draws}
     for done, measured in enumerate(simulate_links(draws, request.processes), start=1):
-        draw = draws[measured.index]
+        draw = by_index[measured.index]
         entries[draw.index] = write_link(directory, hosts, draw, measured, request.first_minute)
         summaries[draw.index] = draw.summary() | measured.summary(draw.rate_bps)
         summaries[draw.index]["name"] = _link_name(hosts, draw.index)
