@@ -58,7 +58,8 @@ class CostMatrix:
 
     def prepare_views(self) -> None:
         """Build what queries read (congested count, site pairs, the endpoint index) now, in
-        the matrix cycle, before the snapshot is served: a request never builds them."""
+        the matrix cycle right after the snapshot is served: only a query in between builds
+        what it reads, once."""
         _ = self.congested_count, self.site_links, self._rows_by_endpoint
 
     @cached_property

@@ -82,7 +82,7 @@ def test_sites_are_aggregated_once_per_matrix_in_the_cycle_not_per_scrape(
     runtime = build()
     registry = build_registry(runtime)
     first = make_matrix(LINKS)
-    for prepare in runtime.cycle.snapshot_preparers:  # as the cycle does before serving it
+    for prepare in runtime.cycle.snapshot_preparers:  # as the cycle does once it serves it
         prepare(first)
     assert len(calls) == 1 and calls[0] is first.links
     runtime.cycle.latest = first
