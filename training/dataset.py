@@ -104,7 +104,7 @@ def compute_target(utilisation: np.ndarray, target: str) -> np.ndarray:
 class Dataset:
     """Aligned row arrays plus per-link metadata (indexed by link id).
 
-    `features` is (rows x 45) in FEATURE_NAMES order; `utilisation` the true ratio (unclipped),
+    `features` is (rows x 50) in FEATURE_NAMES order; `utilisation` the true ratio (unclipped),
     `label` its `target` form; `persistence` the last utilisation known before the row's minute.
     """
 
