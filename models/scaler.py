@@ -29,12 +29,6 @@ class MinMaxScaler:
     clip: bool = False
 
     @classmethod
-    def fit(cls, rows: np.ndarray, feature_names: tuple[str, ...]) -> MinMaxScaler:
-        """Unclipped, from the rows' minimum and maximum (netTel's scaling)."""
-        _check(rows, feature_names)
-        return cls(tuple(feature_names), rows.min(axis=0), rows.max(axis=0))
-
-    @classmethod
     def fit_clipped(
         cls, rows: np.ndarray, feature_names: tuple[str, ...], tail: float = CLIP_TAIL
     ) -> MinMaxScaler:
@@ -46,7 +40,8 @@ class MinMaxScaler:
         >>> s.transform(np.array([[-5.0], [500.0], [2000.0]])).tolist()
         [[0.0], [0.5], [1.0]]
         """
-        _check(rows, feature_names)
+        if rows.ndim != 2 or rows.shape[1] != len(feature_names) or not len(rows):
+            raise ValueError("scaler needs a non-empty (rows x features) array matching the names")
         low, high = np.quantile(rows, [tail, 1.0 - tail], axis=0)
         return cls(tuple(feature_names), low, high, clip=True)
 
@@ -89,8 +84,3 @@ class MinMaxScaler:
         if not isinstance(clip, bool):
             raise ValueError("scaler JSON: clip must be true or false")
         return cls(names, minimum, maximum, clip)
-
-
-def _check(rows: np.ndarray, feature_names: tuple[str, ...]) -> None:
-    if rows.ndim != 2 or rows.shape[1] != len(feature_names) or not len(rows):
-        raise ValueError("scaler needs a non-empty (rows x features) array matching the names")

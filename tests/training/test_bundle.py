@@ -43,7 +43,7 @@ def rows() -> np.ndarray:
 def trained(request: pytest.FixtureRequest, rows: np.ndarray) -> tuple:
     """A Keras model (one epoch) and its scaler; skipped where Keras is not installed."""
     network = pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
-    scaler = MinMaxScaler.fit(rows[:400], FEATURE_NAMES)
+    scaler = MinMaxScaler.fit_clipped(rows[:400], FEATURE_NAMES)
     config = network.NetworkConfig(output_activation=request.param)
     model = network.build_network(len(FEATURE_NAMES), config, 1)
     features = scaler.transform(rows[:400])
@@ -88,7 +88,7 @@ def test_card_records_identity_digest_and_features(saved_dir: Path) -> None:
 
 def test_save_refuses_a_scaler_that_does_not_fit_the_model(tmp_path: Path, trained: tuple) -> None:
     model, _, _ = trained
-    narrow = MinMaxScaler.fit(np.zeros((2, 3)), ("a", "b", "c"))
+    narrow = MinMaxScaler.fit_clipped(np.zeros((2, 3)), ("a", "b", "c"))
     with pytest.raises(ValueError):
         save_bundle(tmp_path, model, narrow, CARD)
     with pytest.raises(ValueError):
@@ -114,7 +114,7 @@ def test_a_bundle_reads_its_inputs_out_of_the_services_rows_by_name(
     subset = FEATURE_NAMES[:45]
     network = pytest.importorskip("models.network")
     narrow = network.build_network(45, network.NetworkConfig(widths=(4, 2)), 1)
-    scaler = MinMaxScaler.fit(rows[:, :45], subset)
+    scaler = MinMaxScaler.fit_clipped(rows[:, :45], subset)
     earlier = load_bundle(save_bundle(tmp_path / "45", narrow, scaler, CARD), FEATURE_NAMES)
     assert earlier.feature_names == subset
     direct = predict_network(narrow, scaler.transform(rows[:, :45]))

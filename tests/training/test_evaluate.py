@@ -187,7 +187,7 @@ def test_an_earlier_bundle_is_scored_beside_on_the_same_rows(
     `earlier_bundle`, its cost with the filter's floor as served before."""
     names = FEATURE_NAMES[:45]
     rows = np.random.default_rng(2).random((50, len(FEATURE_NAMES))).astype(np.float32)
-    scaler = MinMaxScaler.fit(rows[:, :45], names)
+    scaler = MinMaxScaler.fit_clipped(rows[:, :45], names)
     model = build_network(45, NetworkConfig(widths=(4, 2)), seed=1)
     earlier_dir = save_bundle(tmp_path / "earlier", model, scaler, {"name": "old", "version": "1"})
     earlier = load_bundle(earlier_dir, FEATURE_NAMES)
