@@ -39,6 +39,7 @@ COPY pyproject.toml README.md* ./
 COPY service/ service/
 COPY models/ models/
 COPY training/ training/
+COPY simulation/ simulation/
 # `.` is nettel's runtime dependencies only; TensorFlow lives in the `training` extra.
 RUN pip install --no-cache-dir --no-build-isolation . \
     && ! pip show --quiet tensorflow tensorflow-cpu keras 2>/dev/null

@@ -2,7 +2,7 @@
 
 `--doctest-modules` (pyproject.toml) imports every module it is given to look for examples. In
 service/, models/ and training/ a module without one (no `>>>`) is left out instead, so that
-collecting the doctests imports no Keras and TensorFlow (models/network.py, training/train.py)
+collecting the doctests imports no Keras and TensorFlow (training/network.py, training/train.py)
 and runs no module for nothing. The test files under tests/ are collected as usual.
 """
 

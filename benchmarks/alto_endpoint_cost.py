@@ -51,8 +51,8 @@ from benchmarks.proc import cpu_seconds
 from devtools.activemq import free_port
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.matrix.views import aggregate_sites
-from service.publish.alto_requests import parse_endpoint_cost
-from service.publish.alto_view import METRICS, AltoView
+from service.publish.alto.request_bodies import parse_endpoint_cost
+from service.publish.alto.view import METRICS, AltoView
 
 SITES = 20
 METRIC = "priv:nettel-cost"

@@ -34,11 +34,11 @@ from benchmarks.link_fill import SEED, advance_minute, build_full_state
 from service.matrix.cycle import MatrixCycle
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
-from service.publish.alto_requests import AddUpdate
-from service.publish.alto_updates import SharedDocuments, Substream, resolve_source
-from service.publish.alto_view import AltoView
-from service.publish.ecosystem import SnapshotMemo
-from service.state.topology import Topology
+from service.publish.alto.request_bodies import AddUpdate
+from service.publish.alto.updates import SharedDocuments, Substream, resolve_source
+from service.publish.alto.view import AltoView
+from service.publish.publishers import SnapshotMemo
+from service.topology.topology import Topology
 
 DELAY = {"cost-mode": "numerical", "cost-metric": "delay-ow"}
 

@@ -1,8 +1,8 @@
 """Realistic perfSONAR bus messages for the suite, built from the training simulator.
 
-Delay histograms come from `training.simulator` (600 probe packets a minute bucketed to 0.01 ms,
+Delay histograms come from `simulation.simulator` (600 probe packets a minute bucketed to 0.01 ms,
 so ~100-150 buckets per histogram on this mesh; the real sample has 35) and are laid out by
-`training.bus_format` (version 1 headers and body). A mesh of n sites has n(n-1) directed links;
+`simulation.bus_format` (version 1 headers and body). A mesh of n sites has n(n-1) directed links;
 the suite takes the first `n_links`. Histograms are serialised once per (link, minute) and
 embedded with `orjson.Fragment`, so building 200,000 bodies costs seconds, not minutes.
 """
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from training.bus_format import build_delay_message, build_loss_message
-from training.simulator import Mesh, build_mesh, simulate_minute, simulate_utilisation
+from simulation.bus_format import build_delay_message, build_loss_message
+from simulation.simulator import Mesh, build_mesh, simulate_minute, simulate_utilisation
 
 SEED = 20_240_601
 MAX_DATAPOINTS_PER_MESSAGE = 3

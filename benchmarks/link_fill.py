@@ -15,11 +15,11 @@ import numpy as np
 
 from benchmarks.corpus import sites_for
 from service.parse.records import LinkEndpoints
+from service.persistence.snapshot_codec import encode_state
+from service.persistence.snapshot_store import SnapshotStore
 from service.state.link_buffers import WINDOW_MINUTES, LinkBuffers
 from service.state.link_index import LinkIndex
 from service.state.link_state import LinkState
-from service.state.snapshot_codec import encode_state
-from service.state.snapshot_store import SnapshotStore
 
 SEED = 11
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from models.bundle import DEFAULT_BUNDLE, ModelBundle, load_bundle
 from service.analysis.features import FEATURE_NAMES
+from service.config import DEFAULT_BUNDLE
 from service.errors import ModelBundleError
+from service.model.bundle import ModelBundle, load_bundle
 
 
 @lru_cache(maxsize=1)

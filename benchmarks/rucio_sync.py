@@ -38,8 +38,8 @@ from benchmarks.model import model_description, serve_model_args
 from devtools.activemq import free_port
 from devtools.rucio_server import RucioServer, install_server_venv, start_rucio_server
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
-from service.rucio_distances import rse_pairs
-from service.rucio_sync import RucioSync, StateFile, SyncMetrics, SyncOptions, SyncReport
+from service.rucio.distances import rse_pairs
+from service.rucio.sync import RucioSync, StateFile, SyncMetrics, SyncOptions, SyncReport
 
 SEED = 29
 
@@ -92,7 +92,7 @@ def _run(server: RucioServer, args: argparse.Namespace, topology: Path) -> dict[
     server.run_script("setup", spec)
     setup_seconds = time.monotonic() - started
     os.environ["RUCIO_CONFIG"] = str(server.config)
-    from service.rucio_client import RucioDistances
+    from service.rucio.client import RucioDistances
 
     state_dir = args.output / "sync-state"
     state_dir.mkdir()

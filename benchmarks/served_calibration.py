@@ -2,7 +2,7 @@
 
     python -m benchmarks.served_calibration [--bundle DIR] [--sites 8] [--seed 11]
 
-Simulates the last few minutes of a family-B mesh (`training.simulator_fluid`), builds their
+Simulates the last few minutes of a family-B mesh (`simulation.simulator_fluid`), builds their
 dataset rows and scores the newest row of each link as `nettel evaluate` does (`predict`, then
 `calibrated_estimates`); replays the same minutes into the state of a `nettel serve` runtime and
 recomputes its matrix. Prints one JSON document: links compared, the largest absolute difference
@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from models.bundle import DEFAULT_BUNDLE, load_bundle
 from service.analysis.calibration import calibrated_estimates
 from service.analysis.features import FEATURE_NAMES
-from service.config import Settings
+from service.config import DEFAULT_BUNDLE, Settings
+from service.model.bundle import load_bundle
 from service.parse.records import LinkEndpoints
 from service.runtime import build_runtime
 from service.state.link_state import LinkState
+from simulation.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, simulate_traffic
 from training.dataset import WARMUP_MINUTES, build_fluid_dataset, mesh_endpoints, minute_messages
 from training.evaluate import predict
-from training.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, simulate_traffic
 
 ROWS = 4
 

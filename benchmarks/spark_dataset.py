@@ -5,9 +5,9 @@
                                        [--engines memory,spark] [--layout capture|documents]
                                        [--output out/spark_dataset]
 
-Input: a simulated mesh (`training.simulator`), `scale` x `days` long, written under `--output`
+Input: a simulated mesh (`simulation.simulator`), `scale` x `days` long, written under `--output`
 (git-ignored `out/`) as a bus capture (one histogram-owdelay and one packet-loss-rate message
-per link and minute, `training.bus_format`) or as the OSG archive's ps_owd and ps_packetloss
+per link and minute, `simulation.bus_format`) or as the OSG archive's ps_owd and ps_packetloss
 exports (Parquet, one document per link and minute each: delay statistics, no histogram), and
 one flow file per link for the router map.
 Each engine runs as its own `python -m service dataset` process; its wall time and the peak of
@@ -32,15 +32,15 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.proc import children_of, memory_of
-from training.bus_format import build_delay_message, build_loss_message
-from training.dataset import DEFAULT_START_MINUTE, MINUTES_PER_DAY, WARMUP_MINUTES
-from training.simulator import (
+from simulation.bus_format import build_delay_message, build_loss_message
+from simulation.simulator import (
     Mesh,
     MinuteMeasurements,
     build_mesh,
     simulate_histograms,
     simulate_utilisation,
 )
+from training.dataset import DEFAULT_START_MINUTE, MINUTES_PER_DAY, WARMUP_MINUTES
 
 SEED = 0
 SAMPLE_SECONDS = 0.2

@@ -40,8 +40,8 @@ import orjson
 from benchmarks.environment import REPO_ROOT, describe_environment
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 from service.state.link_state import LinkState
-from service.state.topology_file import load_topology
-from service.state.topology_refresh import TopologyRefresher, swap_topology
+from service.topology.loading import load_topology
+from service.topology.refresh import TopologyRefresher
 
 TARGET_REFRESH_S = 1.0
 TARGET_PAUSE_S = 0.050
@@ -222,7 +222,7 @@ def _one_refresh(
     loaded = load_topology(source)
     parse_seconds = time.perf_counter() - parse_started
     match_started = time.perf_counter()
-    swap_topology(state, loaded)
+    state.swap_topology(loaded.topology)
     return {
         "refresh_seconds": ended - started,
         "read_and_parse_seconds": parse_seconds,

@@ -1,0 +1,1 @@
+"""The shipped model bundle (`models/bundle`): data only; `service.model` reads it."""

@@ -26,7 +26,7 @@ install_promtool
 # ---- test ----------------------------------------------------------------------------------
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy service models  # settings: pyproject.toml [tool.mypy]
+.venv/bin/mypy service  # settings: pyproject.toml [tool.mypy]
 set +e
 # Two workers (NETTEL_TEST_WORKERS): most of the suite's wall time is waiting on brokers and
 # service processes, so a 2-core machine runs it in about two thirds of the time; every broker,

@@ -1,7 +1,8 @@
 """The `nettel` command: serve, backfill, simulate, costmatrix, rucio-sync, train, evaluate.
 
-This is the composition root, so it alone may reach into `training` (the simulator and the
-training commands, which import their heavy dependencies only when they run).
+Each command's options are registered from `service.commands`; what a command runs (the
+runtime, `training`, `simulation`) is imported only when it runs, so `nettel serve` never
+imports training, Keras or h5py at start (`tests/test_architecture.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from service.client_cli import add_costmatrix_command
+from service.commands.costmatrix import add_costmatrix_command
+from service.commands.dataset import add_dataset_command
+from service.commands.rucio_sync import add_rucio_sync_command
+from service.commands.training import (
+    add_evaluate_command,
+    add_simulate_capture_options,
+    add_train_command,
+    run_simulate_capture,
+)
 from service.config import (
     ENV_ONLY_SETTINGS,
     Settings,
@@ -25,14 +34,6 @@ from service.config import (
 )
 from service.errors import ConfigError
 from service.log_format import configure_logging
-from service.rucio_sync_command import add_rucio_sync_command
-from training.cli_commands import (
-    add_evaluate_command,
-    add_simulate_capture_options,
-    add_train_command,
-    run_simulate_capture,
-)
-from training.dataset_command import add_dataset_command
 
 #: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
 BACKFILL_COMMAND_SETTINGS = (
@@ -153,11 +154,11 @@ def _run_backfill(args: argparse.Namespace) -> int:
 
     from service.ingest.archive_backfill import ArchiveBackfill
     from service.ingest.pipeline import IngestPipeline
-    from service.persistence import Persistence, acknowledge_nothing
+    from service.persistence.durability import Persistence, acknowledge_nothing
+    from service.persistence.journal import Journal
+    from service.persistence.snapshot_store import SnapshotStore
+    from service.persistence.state_dir_lock import StateDirLock
     from service.runtime import backfill_settings, restore_state, topic_kinds
-    from service.state.journal import Journal
-    from service.state.snapshot_store import SnapshotStore
-    from service.state.state_dir_lock import StateDirLock
 
     settings = load_settings(**{name: getattr(args, name) for name in BACKFILL_COMMAND_SETTINGS})
     archive = backfill_settings(settings)
@@ -224,7 +225,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from training.demo_feed import run_demo_feed
+    from simulation.demo_feed import run_demo_feed
 
     if args.family != "A" or args.output is not None:
         return run_simulate_capture(args)
@@ -240,8 +241,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--brokers: {error}") from None
     configure_logging()
     if args.write_topology is not None or args.write_rse_map is not None:
-        from training.mesh_inventory import write_cric_export, write_rse_map
-        from training.simulator import build_mesh
+        from simulation.mesh_inventory import write_cric_export, write_rse_map
+        from simulation.simulator import build_mesh
 
         mesh = build_mesh(args.sites, args.seed)
         if args.write_topology is not None:

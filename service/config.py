@@ -13,8 +13,10 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from models.bundle import DEFAULT_BUNDLE
 from service.errors import ConfigError
+
+#: The bundle shipped with nettel: `models/bundle`, installed as the `models` package's data.
+DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "bundle"
 
 DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"

@@ -23,20 +23,20 @@ from service.ingest.pipeline import IngestPipeline
 from service.ingest.pscheduler_http import PschedulerIntake
 from service.ingest.rate_limit import ClientRateLimiter
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
-from service.ingest.warm_start import WarmOutcome, WarmSource, warm_start
 from service.matrix.cycle import MatrixCycle
-from service.model_slot import ModelSlot
+from service.model.slot import ModelSlot
 from service.parse.limits import InputLimits
 from service.parse.records import MeasurementKind
-from service.persistence import Persistence, acknowledge_nothing
-from service.state.journal import Journal
+from service.persistence.durability import Persistence, acknowledge_nothing
+from service.persistence.journal import Journal
+from service.persistence.snapshot_store import SnapshotStore
+from service.persistence.state_dir_lock import StateDirLock
+from service.persistence.warm_start import WarmOutcome, WarmSource, warm_start
 from service.state.link_state import LinkState
 from service.state.retirement import LinkRetirement
-from service.state.snapshot_store import SnapshotStore
-from service.state.state_dir_lock import StateDirLock
-from service.state.topology import Topology
-from service.state.topology_file import LoadedTopology, load_topology
-from service.state.topology_refresh import TopologyRefresher, log_loaded
+from service.topology.loading import LoadedTopology, load_topology
+from service.topology.refresh import TopologyRefresher, log_loaded
+from service.topology.topology import Topology
 
 
 @dataclass

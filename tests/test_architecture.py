@@ -1,17 +1,19 @@
 """The data flow the README draws holds in the code: read every import and check its direction.
 
-broker -> ingest -> parse -> state -> analysis -> matrix -> publish: the core folders (parse,
-state, analysis, matrix) import only from folders before them and never from the adapters
-(broker, ingest, publish) or the composition root (runtime, persistence, cli); ingest drives
-parse and state over the broker connection; publish reads the matrix and the runtime. Shared
-modules (errors, config, ...) may be imported from anywhere. `models/` sits after analysis;
-nothing serving imports `training/` but the `nettel` command, and nothing shipped imports the
-development packages.
+broker -> parse -> topology -> state -> ingest -> persistence -> analysis -> model -> matrix ->
+publish: each folder of `service` imports only from folders before it (no import loop), and the
+core folders (parse, topology, state, analysis, model, matrix) never from the adapters (broker,
+ingest, publish) or the composition root (runtime, cli). Shared modules (errors, config, ...)
+may be imported from anywhere. Serving imports neither `training` nor Keras, TensorFlow or h5py:
+the `nettel` command imports what a command runs only when it runs, and nothing shipped imports
+the development packages.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,15 +25,35 @@ SHARED = {"errors", "config", "log_format", "memory", "build_info"}
 ALLOWED = {
     "broker": set(),
     "parse": set(),
-    "state": {"parse"},
-    "ingest": {"broker", "parse", "state"},
+    "topology": {"parse"},
+    "state": {"parse", "topology"},
+    "ingest": {"broker", "parse", "topology", "state"},
+    "persistence": {"broker", "parse", "topology", "state", "ingest"},
     "analysis": {"parse", "state"},
+    "model": {"analysis"},
     "matrix": {"parse", "state", "analysis"},
+    "rucio": set(),
     "publish": {
-        "broker", "ingest", "parse", "state", "analysis", "matrix", "model_slot", "runtime",
+        "broker", "ingest", "parse", "topology", "state", "persistence", "analysis", "model",
+        "matrix", "runtime",
+    },
+    #: The `nettel` command's subcommands (beside cli.py): like it, they may import any part.
+    "commands": {
+        "broker", "parse", "topology", "state", "ingest", "persistence", "analysis", "model",
+        "matrix", "rucio", "publish", "runtime",
     },
 }  # fmt: skip
 DEVELOPMENT_PACKAGES = {"devtools", "tests", "benchmarks"}
+#: Heavy packages serving never imports: training's, and the HDF5 reader (a model bundle's
+#: weights load it when they are read, not when code is imported).
+NOT_FOR_SERVING = ("training", "keras", "tensorflow", "h5py", "sklearn", "pandas")
+#: What `nettel serve` imports to start.
+SERVING_MODULES = (
+    "service.cli",
+    "service.runtime",
+    "service.publish.app",
+    "service.publish.lifespan",
+)
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -73,7 +95,7 @@ def test_each_folder_imports_only_from_the_ones_before_it(folder: str) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_shared_modules_import_only_shared_modules_and_models() -> None:
+def test_shared_modules_import_only_shared_modules() -> None:
     wrong = []
     for name in sorted(SHARED):
         path = ROOT / "service" / f"{name}.py"
@@ -84,31 +106,46 @@ def test_shared_modules_import_only_shared_modules_and_models() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_models_come_after_analysis() -> None:
+def test_service_imports_training_and_the_simulators_only_when_a_command_runs() -> None:
+    """At module level only `simulation.defaults` (constants the options offer) is allowed."""
+    importers = [
+        f"{path.relative_to(ROOT)} imports {node.module}"
+        for path in sources("service")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").split(".")[0] in {"training", "simulation"}
+        and node.module != "simulation.defaults"
+    ]
+    assert not importers, "\n".join(importers)
+
+
+def test_serving_imports_neither_training_nor_keras_nor_h5py() -> None:
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {SERVING_MODULES!r}: importlib.import_module(name)\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {NOT_FOR_SERVING!r}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
+def test_simulation_is_numpy_only() -> None:
     wrong = [
         f"{path.relative_to(ROOT)} imports {module}"
-        for path in sources("models")
+        for path in sources("simulation")
         for module in imported_modules(path)
-        if module.split(".")[0] == "training"
-        or service_part(module) not in {None, "errors", "parse", "state", "analysis"}
+        if module.split(".")[0] in {"training", "keras", "tensorflow", "sklearn", "pandas"}
+        or service_part(module) not in {None, "errors", "parse", "state", "analysis", "config"}
     ]
     assert not wrong, "\n".join(wrong)
-
-
-def test_only_the_command_line_reaches_into_training() -> None:
-    importers = {
-        str(path.relative_to(ROOT))
-        for package in ("service", "models")
-        for path in sources(package)
-        if any(module.split(".")[0] == "training" for module in imported_modules(path))
-    }
-    assert importers <= {"service/cli.py"}
 
 
 def test_shipped_code_imports_no_development_package() -> None:
     wrong = [
         f"{path.relative_to(ROOT)} imports {module}"
-        for package in ("service", "models", "training")
+        for package in ("service", "models", "training", "simulation")
         for path in sources(package)
         for module in imported_modules(path)
         if module.split(".")[0] in DEVELOPMENT_PACKAGES

@@ -32,6 +32,24 @@ from service.parse.histogram import HistogramStats
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import LinkState
+from simulation.defaults import (
+    DEFAULT_DAYS,
+    DEFAULT_FAMILY,
+    DEFAULT_SITES,
+    FAMILY_C_CAPTURE,
+    family_members,
+    portable_path,
+    resolve_portable_path,
+)
+from simulation.simulator import (
+    BUCKETS_PER_MS,
+    Mesh,
+    MinuteMeasurements,
+    build_mesh,
+    simulate_histograms,
+    simulate_utilisation,
+)
+from simulation.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, simulate_traffic
 from training.gc_pause import gc_paused
 from training.perfsonar_archive import read_perfsonar_archive
 from training.readers import (
@@ -42,24 +60,6 @@ from training.readers import (
     read_snmp_counters_file,
     to_minutes,
 )
-from training.simulation_defaults import (
-    DEFAULT_DAYS,
-    DEFAULT_FAMILY,
-    DEFAULT_SITES,
-    FAMILY_C_CAPTURE,
-    family_members,
-    portable_path,
-    resolve_portable_path,
-)
-from training.simulator import (
-    BUCKETS_PER_MS,
-    Mesh,
-    MinuteMeasurements,
-    build_mesh,
-    simulate_histograms,
-    simulate_utilisation,
-)
-from training.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, simulate_traffic
 
 #: Utilisation above which a link counts as congested (netTel's label threshold).
 CONGESTED_RATIO = 0.7
@@ -69,7 +69,7 @@ MINUTES_PER_DAY = 1440
 WARMUP_MINUTES = WINDOW_MINUTES
 #: 2024-01-01T00:00Z; simulated datasets start here unless told otherwise.
 DEFAULT_START_MINUTE = 28_401_120
-#: The router map in a family C capture directory (training.simulator_ns3 writes it).
+#: The router map in a family C capture directory (simulation.simulator_ns3 writes it).
 PACKET_ROUTER_MAP = "routers/router-map.json"
 #: Real data: a link congested in at least this share of its rows counts as congestion prone.
 BUSY_SHARE = 0.1
@@ -422,7 +422,7 @@ def build_simulated_dataset(
     n_minutes = WARMUP_MINUTES + round(days * MINUTES_PER_DAY)
     utilisation = simulate_utilisation(mesh, first - 1, n_minutes + 1, seed)
     description = _simulated_description(
-        "A", "training.simulator", mesh.congestion_prone, sites, days, seed, start_minute
+        "A", "simulation.simulator", mesh.congestion_prone, sites, days, seed, start_minute
     )
     return replay_simulation(mesh, utilisation, first, seed, target, description)
 
@@ -542,7 +542,7 @@ def build_packet_dataset(capture: Path, target: str = "nettel") -> Dataset:
         "kind": "simulated",
         "family": "C",
         "note": "trained and evaluated on SIMULATED links (ns-3 packet-level TCP, "
-        "training.simulator_ns3), not real routers",
+        "simulation.simulator_ns3), not real routers",
         "capture": portable_path(capture),
         "links": real["links"],
         "congestion_prone_links": int(dataset.prone.sum()),
@@ -561,7 +561,7 @@ def build_fluid_dataset(
     target: str = "nettel",
     start_minute: int = DEFAULT_START_MINUTE,
 ) -> Dataset:
-    """Rows for `days` of a `sites`-site family-B mesh (training.simulator_fluid)."""
+    """Rows for `days` of a `sites`-site family-B mesh (simulation.simulator_fluid)."""
     mesh = build_fluid_mesh(sites, seed)
     first = start_minute - WARMUP_MINUTES
     n_minutes = WARMUP_MINUTES + round(days * MINUTES_PER_DAY)
@@ -569,7 +569,7 @@ def build_fluid_dataset(
     utilisation = traffic.utilisation
     labels = LabelGrid(first, utilisation[:, 1:], utilisation[:, :-1])
     description = _simulated_description(
-        "B", "training.simulator_fluid", mesh.congestion_prone, sites, days, seed, start_minute
+        "B", "simulation.simulator_fluid", mesh.congestion_prone, sites, days, seed, start_minute
     )
     measured = simulate_fluid_minutes(mesh, traffic, seed, first_minute=first)
     return replay_measurements(

@@ -43,12 +43,12 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
-from models.bundle import ModelBundle, load_bundle
-from models.scaler import MinMaxScaler
 from service.analysis.calibration import Calibration, calibrated_estimates
 from service.analysis.cost import compute_cost
 from service.analysis.features import FEATURE_NAMES
 from service.errors import ModelBundleError
+from service.model.bundle import ModelBundle, load_bundle
+from service.model.scaler import MinMaxScaler
 from training.calibrate import calibration_scores
 from training.dataset import (
     CONGESTED_RATIO,

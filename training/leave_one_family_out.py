@@ -1,9 +1,9 @@
 """Leave-one-family-out evaluation: how each method does on queue physics it never saw.
 
 The simulator families share only the measurement interface: A (M/M/1/K queues,
-`training.simulator`), B (fluid FIFO queues with self-similar traffic, policers, shapers and
-shared hops, `training.simulator_fluid`) and C (packet-level TCP flows in ns-3,
-`training.simulator_ns3`). For each family F the network is trained anew (the options'
+`simulation.simulator`), B (fluid FIFO queues with self-similar traffic, policers, shapers and
+shared hops, `simulation.simulator_fluid`) and C (packet-level TCP flows in ns-3,
+`simulation.simulator_ns3`). For each family F the network is trained anew (the options'
 architecture, epochs and seed) on the training links of the other two families and calibrated on
 their calibration links (`split_by_family`, as `nettel train` splits them), and every method is
 scored on every link of F: the network, the empirical filter, linear and logistic regression and
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from models.bundle import CARD_FILE, ModelBundle
+from service.model.bundle import CARD_FILE, ModelBundle
+from simulation.defaults import SIMULATOR_FAMILIES
 from training.dataset import Dataset, LinkSplit, family_links
-from training.simulation_defaults import SIMULATOR_FAMILIES
 from training.train import TrainOptions, fit_bundle, split_dataset
 
 ALL_FAMILIES = "+".join(SIMULATOR_FAMILIES)

@@ -6,7 +6,7 @@ batch, never all at once: one pass for the per-link row and congestion counts (t
 calibration and held-out links, as ``split_by_family`` draws them for one family), one for the
 scaler's bounds over the training links, then every epoch a fresh pass feeding Keras through
 ``tf.data`` (files in a seeded order per epoch, rows shuffled within each read batch). The
-bundle is written with ``models.bundle.save_bundle``, calibrated on the calibration links and
+bundle is written with ``service.model.bundle.save_bundle``, calibrated on the calibration links and
 scored on the held-out links as `nettel train` does (``training.train.add_calibration``,
 ``add_evaluation``); for that, the calibration and held-out rows and a uniform sample of the
 training rows (for the baselines' fits) are kept, at most ``max_eval_rows`` of each (every k-th
@@ -23,10 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from models.bundle import save_bundle
-from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network_batches
-from models.scaler import MinMaxScaler
 from service.analysis.features import FEATURE_NAMES
+from service.model.scaler import MinMaxScaler
+from training.bundle_writer import save_bundle
 from training.dataset import (
     BUSY_SHARE,
     CONGESTED_RATIO,
@@ -35,6 +34,7 @@ from training.dataset import (
     split_link_ids,
 )
 from training.dataset_files import open_rows, read_description
+from training.network import BATCH_SIZE, NetworkConfig, build_network, fit_network_batches
 from training.train import (
     DEFAULT_CALIBRATION_FRACTION,
     DEFAULT_INPUTS,

@@ -1,7 +1,7 @@
 """`nettel train`: dataset -> link split -> scaler (training links only) -> network -> bundle.
 
 The held-out and calibration links never reach the scaler or the network; after saving, the
-bundle is loaded back through `models.bundle.load_bundle` (the numpy serving path), its
+bundle is loaded back through `service.model.bundle.load_bundle` (the numpy serving path), its
 calibration (congestion probability, utilisation interval) is fitted on the calibration links
 (`training.calibrate`) and written into it, then it is scored on the held-out links and the
 metrics are added to the model card.
@@ -18,15 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.bundle import CARD_FILE, ModelBundle, load_bundle, save_bundle, write_calibration
-from models.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
-from models.scaler import MinMaxScaler
 from service.analysis.features import FEATURE_NAMES, NEWEST_FEATURE_NAMES
+from service.model.bundle import CARD_FILE, ModelBundle, load_bundle
+from service.model.scaler import MinMaxScaler
+from training.bundle_writer import save_bundle, write_calibration
 from training.calibrate import fit_calibration
 from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_by_family
 from training.evaluate import DECISION_THRESHOLD, evaluate_holdout, predict
+from training.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
 
-if TYPE_CHECKING:  # importing Keras here would precede models.network's TensorFlow settings
+if TYPE_CHECKING:  # importing Keras here would precede training.network's TensorFlow settings
     import keras
 
 MODEL_NAME = "nettel-utilisation"

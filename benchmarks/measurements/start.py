@@ -12,7 +12,7 @@ from benchmarks.link_fill import write_snapshot
 from benchmarks.model import serve_model_args
 from benchmarks.report import MeasurementResult, median
 from devtools.service_process import launch_service, wait_for_status
-from service.state.snapshot_store import SNAPSHOT_NAME
+from service.persistence.snapshot_store import SNAPSHOT_NAME
 
 NAME = "start"
 METHOD = (

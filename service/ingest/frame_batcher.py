@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from service.ingest.ack_token import AckToken
+from service.broker.ack_token import AckToken
 from service.ingest.pipeline import Frame
 
 _STOP = object()

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from service.errors import RejectReason
 from service.ingest.rate_limit import ClientRateLimiter
 from service.parse.records import LinkEndpoints, NamedEndpoints
-from service.state.topology import host_key
+from service.topology.topology import host_key
 
 #: Producers whose new-link budget is remembered; beyond, the least recently seen is forgotten.
 MAX_PRODUCERS = 65_536

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from service.broker.ack_token import AckToken
 from service.errors import RejectedInput, RejectReason
-from service.ingest.ack_token import AckToken
 from service.ingest.recent_runs import RecentRuns
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.limits import InputLimits

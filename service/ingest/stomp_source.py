@@ -38,11 +38,11 @@ from typing import Literal
 import stomp
 from stomp.exception import StompException
 
+from service.broker.ack_token import AckToken
 from service.broker.flavour import Flavour, resolve_flavour
 from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
 from service.config import BrokerFlavour
-from service.ingest.ack_token import AckToken
 from service.ingest.backlog import ArrivalLag
 
 

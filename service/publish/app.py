@@ -15,10 +15,10 @@ from fastapi_offline import FastAPIOffline
 from service.build_info import package_version
 from service.ingest.pscheduler_http import PschedulerIngest
 from service.publish import dependencies, rest
-from service.publish.alto import build_alto_router
-from service.publish.ecosystem import build_ecosystem
+from service.publish.alto.router import build_alto_router
 from service.publish.http_guard import HttpGuard, http_limits
 from service.publish.metrics import build_registry
+from service.publish.publishers import build_ecosystem
 from service.publish.rucio import build_rucio_router
 from service.publish.stream import build_stream_router
 from service.publish.web import add_redoc, add_web_view

@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry
 
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
-from service.publish.alto_updates import AltoUpdates
-from service.publish.alto_view import AltoView
-from service.publish.ecosystem import Ecosystem
+from service.publish.alto.updates import AltoUpdates
+from service.publish.alto.view import AltoView
+from service.publish.publishers import Ecosystem
 from service.publish.stream import MatrixStream
 from service.runtime import Runtime
 

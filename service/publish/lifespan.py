@@ -19,7 +19,7 @@ from types import FrameType
 from fastapi import FastAPI
 
 from service.errors import ModelBundleError
-from service.publish.ecosystem import Ecosystem
+from service.publish.publishers import Ecosystem
 from service.runtime import Runtime
 
 

@@ -16,14 +16,14 @@ from service.build_info import package_version
 from service.errors import RejectReason
 from service.ingest.archive_backfill import BackfillReport, DatapointOutcome, LinkOutcome
 from service.ingest.stomp_source import StompSource
-from service.ingest.warm_start import WarmOutcome
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
-from service.model_slot import ModelSlot
+from service.model.slot import ModelSlot
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
-from service.publish.ecosystem import SnapshotMemo
+from service.persistence.warm_start import WarmOutcome
 from service.publish.http_guard import HttpGuard, HttpRefusal
+from service.publish.publishers import SnapshotMemo
 from service.runtime import Runtime
 
 SitePairCost = tuple[str, str, float]

@@ -23,6 +23,8 @@ from service.matrix.link_record import LinkRecord
 from service.matrix.matrix_body import MatrixBody
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites, dense_matrix
+from service.persistence.snapshot_codec import MEDIA_TYPE as STATE_MEDIA_TYPE
+from service.persistence.snapshot_codec import encode_state_parts
 from service.publish.dependencies import LatestMatrix, RuntimeDep, get_registry
 from service.publish.schemas import (
     CostMatrixOut,
@@ -31,8 +33,6 @@ from service.publish.schemas import (
     ModelOut,
     ReadinessOut,
 )
-from service.state.snapshot_codec import MEDIA_TYPE as STATE_MEDIA_TYPE
-from service.state.snapshot_codec import encode_state_parts
 
 JSON = "application/json"
 #: Selections up to this many links are answered on the event loop (well under a millisecond,

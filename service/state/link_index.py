@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from service.parse.perfsonar import canonical_ip
 from service.parse.records import LinkEndpoints, NamedEndpoints
-from service.state.topology import Topology, host_key
+from service.topology.topology import Topology, host_key
 
 Key = tuple[str, str]
 #: The per-row lists of `LinkIndex`.

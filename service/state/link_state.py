@@ -6,8 +6,10 @@ API and persistence take copies, each through a method that holds the lock for i
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ from service.parse.histogram import HistogramStats
 from service.parse.records import LinkEndpoints, NamedEndpoints, ParsedMessage
 from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, Datapoints, LinkBuffers
 from service.state.link_index import LinkIndex
-from service.state.topology import Topology
+from service.topology.topology import Topology
 
 #: Datapoints further than this in the future (seconds) are refused: the clock tolerance. A
 #: datapoint is stamped with the start of the minute (bus) or interval (pScheduler) it measured,
@@ -210,6 +212,29 @@ class LinkState:
         with self._lock:
             other.index.names_version = self.index.names_version + 1  # every record is rebuilt
             self.index, self.buffers = other.index, other.buffers
+
+    @property
+    def unmapped(self) -> int:
+        """Links with an end in no site."""
+        return self.index.unmapped
+
+    def swap_topology(self, topology: Topology) -> float:
+        """Re-map every link to `topology`; the longest time (s) it held the lock (once to copy
+        the links' ends, once to swap the new site columns in). Ends are matched in between,
+        while ingest carries on, each distinct host and address once."""
+        site_of = functools.lru_cache(maxsize=None)(topology.site_of)
+        with self.frozen():
+            started = time.perf_counter()
+            source_hosts, sources, destination_hosts, destinations = self.index.ends()
+            copy_seconds = time.perf_counter() - started
+        for hosts, ips in ((source_hosts, sources), (destination_hosts, destinations)):
+            for host, ip in zip(hosts, ips, strict=True):
+                site_of(host, ip)
+        with self.frozen():
+            started = time.perf_counter()
+            self.index.set_topology(topology, site_of)
+            swap_seconds = time.perf_counter() - started
+        return max(copy_seconds, swap_seconds)
 
     def retire_idle(self, cutoff: float) -> int:
         """Remove every link whose newest datapoint's minute began before `cutoff` (epoch s):

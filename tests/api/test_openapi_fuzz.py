@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from models.bundle import DEFAULT_BUNDLE
-from service.publish.alto_openapi import MAX_LISTED_ENDPOINTS
-from service.publish.alto_requests import MAX_ENDPOINT_PAIRS
+from service.config import DEFAULT_BUNDLE
+from service.publish.alto.openapi import MAX_LISTED_ENDPOINTS
+from service.publish.alto.request_bodies import MAX_ENDPOINT_PAIRS
 from tests.integration.wire import Publisher, current_minute_ts, get_json, sample_body, wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

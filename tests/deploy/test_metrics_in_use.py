@@ -24,13 +24,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.config import LOSS_TOPIC, Settings
 from service.errors import RejectReason
 from service.ingest.archive_backfill import DatapointOutcome, LinkOutcome
-from service.ingest.warm_start import WarmOutcome
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
-from service.publish.ecosystem import build_ecosystem
+from service.persistence.warm_start import WarmOutcome
 from service.publish.http_guard import HttpRefusal
 from service.publish.metrics import build_registry
+from service.publish.publishers import build_ecosystem
 from service.runtime import Runtime, build_runtime
 from tests.deploy.site_mesh import LINKS, UNSITED, host_of, mesh_messages, write_topology
 from tests.deploy.support import (

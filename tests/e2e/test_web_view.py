@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from simulation.demo_feed import run_demo_feed
+from simulation.simulator import build_mesh
 from tests.integration.wire import Publisher, current_minute_ts, get_json, wait_for
 from tests.publish.wire_data import DELAY, LOSS, delay_body, loss_body
-from training.demo_feed import run_demo_feed
-from training.simulator import build_mesh
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -8,10 +8,10 @@ import threading
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.pipeline import PSCHEDULER_DESTINATION, IngestPipeline
 from service.parse.records import MeasurementKind, NamedEndpoints
-from service.persistence import Persistence
-from service.state.journal import Journal
+from service.persistence.durability import Persistence
+from service.persistence.journal import Journal
+from service.persistence.snapshot_store import SnapshotStore
 from service.state.link_state import LinkState
-from service.state.snapshot_store import SnapshotStore
 from tests.message_factory import BASE_MINUTE, BASE_TS, DESTINATION_IP, SOURCE_IP, body, histogram
 from tests.run_factory import DESTINATION_HOST, SOURCE_HOST, run_body
 

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from devtools.activemq import free_port
-from service.ingest.warm_start import (
+from service.persistence.snapshot_codec import encode_state
+from service.persistence.snapshot_store import SNAPSHOT_NAME, SnapshotStore
+from service.persistence.warm_start import (
     WarmOutcome,
     WarmSource,
     WarmStartError,
     warm_start,
     warm_state,
 )
-from service.state.snapshot_codec import encode_state
-from service.state.snapshot_store import SNAPSHOT_NAME, SnapshotStore
-from service.state.topology import Topology
-from tests.state.test_snapshot_codec import assert_same_state, filled_state
+from service.topology.topology import Topology
+from tests.persistence.test_snapshot_codec import assert_same_state, filled_state
 
 
 def replica_dir(shared: Path, name: str, links: int, modified: float) -> Path:

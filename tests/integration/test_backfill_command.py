@@ -14,12 +14,12 @@ import orjson
 from devtools.archive_server import ArchivedLink, ArchiveServer
 from devtools.service_process import REPO_ROOT
 from service.config import LOSS_TOPIC
-from service.state.journal import Journal
+from service.persistence.journal import Journal
+from service.persistence.snapshot_codec import encode_state
+from service.persistence.snapshot_store import SnapshotStore
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import LinkState
-from service.state.snapshot_codec import encode_state
-from service.state.snapshot_store import SnapshotStore
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.integration.wire import current_minute_ts, sample_body
 from tests.message_factory import link, loss_message
 

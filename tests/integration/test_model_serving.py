@@ -11,9 +11,10 @@ import sys
 import httpx
 import pytest
 
-from models.bundle import CARD_FILE, DEFAULT_BUNDLE, MODEL_FILE
+from service.config import DEFAULT_BUNDLE
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
+from service.model.bundle import CARD_FILE, MODEL_FILE
 from tests.integration.wire import (
     Publisher,
     current_minute_ts,

@@ -23,9 +23,9 @@ from devtools.activemq import ActiveMQProcess
 from devtools.broker_process import BrokerProcess
 from devtools.service_process import ServiceProcess, wait_for_status
 from service.config import DELAY_TOPIC, LOSS_TOPIC
+from service.persistence.snapshot_codec import MEDIA_TYPE, decode_state
 from service.state.link_state import LinkState
-from service.state.snapshot_codec import MEDIA_TYPE, decode_state
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.integration.wire import (
     Publisher,
     current_minute_ts,
@@ -35,7 +35,7 @@ from tests.integration.wire import (
     wait_for,
     wait_until_subscribed,
 )
-from tests.state.test_snapshot_codec import assert_same_state
+from tests.persistence.test_snapshot_codec import assert_same_state
 
 pytestmark = pytest.mark.broker
 

@@ -19,7 +19,7 @@ from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.matrix.views import aggregate_sites, dense_matrix
 from service.publish.schemas import CostMatrixOut, LinkOut
 from service.state.link_state import LinkState
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.message_factory import BASE_MINUTE, delay_message, link, loss_message
 
 N = BASE_MINUTE

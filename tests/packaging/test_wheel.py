@@ -70,7 +70,7 @@ def test_wheel_holds_the_serving_packages(wheel_names: list[str]) -> None:
 
 
 def test_wheel_holds_the_family_c_scenario_that_cppyy_compiles(wheel_names: list[str]) -> None:
-    assert "training/ns3_scenario.cpp" in wheel_names  # `nettel simulate --family C` reads it
+    assert "simulation/ns3_scenario.cpp" in wheel_names  # `nettel simulate --family C` reads it
 
 
 def test_wheel_holds_no_development_tools(wheel_names: list[str]) -> None:

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.matrix.views import aggregate_sites
-from service.publish.alto_network import build_network_map
-from service.publish.alto_pids import build_pid_names, is_valid_pid
-from service.publish.alto_requests import parse_typed_address
-from service.publish.alto_view import METRICS, AltoView
+from service.publish.alto.network import build_network_map
+from service.publish.alto.pids import build_pid_names, is_valid_pid
+from service.publish.alto.request_bodies import parse_typed_address
+from service.publish.alto.view import METRICS, AltoView
 from tests.publish.support import host_link
 
 PID_PATTERN = re.compile(r"^[A-Za-z0-9\-:@_]{1,64}$")

@@ -21,7 +21,7 @@ import pytest
 from service.config import Settings
 from service.publish.app import create_app
 from service.runtime import Runtime, build_runtime
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.publish.alto_client import (
     COST_MAP,
     COST_MAP_FILTER,

@@ -22,20 +22,20 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.config import Settings
 from service.matrix.views import aggregate_sites
-from service.publish.alto_requests import parse_update_stream
-from service.publish.alto_updates import (
+from service.publish.alto.merge_patch import merge_patch
+from service.publish.alto.request_bodies import parse_update_stream
+from service.publish.alto.updates import (
     AltoUpdates,
     SharedDocuments,
     Substream,
     TooManyStreams,
     UpdateSource,
 )
-from service.publish.alto_view import AltoView
+from service.publish.alto.view import AltoView
 from service.publish.app import create_app
 from service.publish.lifespan import publishers_lifespan
-from service.publish.merge_patch import merge_patch
 from service.runtime import Runtime, build_runtime
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.integration.wire import wait_for
 from tests.publish.alto_client import (
     COST_MAP,

@@ -7,7 +7,12 @@ import io
 
 import pytest
 
-from service.client_cli import add_costmatrix_command, format_table, run_costmatrix, select_links
+from service.commands.costmatrix import (
+    add_costmatrix_command,
+    format_table,
+    run_costmatrix,
+    select_links,
+)
 from tests.integration.wire import current_minute_ts, get_json, wait_for
 from tests.publish.wire_data import DELAY, LOSS, delay_body, loss_body
 

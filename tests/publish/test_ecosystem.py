@@ -13,8 +13,8 @@ from service.config import Settings
 from service.matrix.snapshot import CostMatrix
 from service.publish.app import create_app
 from service.publish.dependencies import latest_matrix
-from service.publish.ecosystem import SnapshotMemo
 from service.publish.lifespan import publishers_lifespan
+from service.publish.publishers import SnapshotMemo
 from service.runtime import Runtime, build_runtime
 from tests.publish.support import host_link, make_matrix
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.errors import ConfigError
-from service.rucio_distances import (
+from service.rucio.distances import (
     PairRecord,
     PenaltyPolicy,
     SyncState,
@@ -22,7 +22,7 @@ from service.rucio_distances import (
     rse_pairs,
     with_pending,
 )
-from service.rucio_sync import StateFile
+from service.rucio.sync import StateFile
 
 POLICY = PenaltyPolicy(max_penalty=10, calm_cost=0.2, min_change=2)
 RSE_SITES = {"A_DISK": "A", "B_DISK": "B"}

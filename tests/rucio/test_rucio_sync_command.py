@@ -10,7 +10,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.cli import main
-from service.rucio_sync import SyncFailed, SyncMetrics, SyncReport, run_loop
+from service.rucio.sync import SyncFailed, SyncMetrics, SyncReport, run_loop
 from tests.deploy.support import DOCS, RUCIO_SYNC_PREFIX, docs_metric_names, family_for
 
 

@@ -9,10 +9,10 @@ import numpy as np
 
 from service.parse.pscheduler import parse_runs
 from service.parse.records import LinkEndpoints, NamedEndpoints, ParsedMessage
+from service.persistence.snapshot_codec import decode_state, encode_state
 from service.state.link_index import LinkIndex, named
 from service.state.link_state import LinkState
-from service.state.snapshot_codec import decode_state, encode_state
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.message_factory import (
     BASE_MINUTE,
     BASE_TS,

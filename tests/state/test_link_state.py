@@ -10,7 +10,7 @@ from service.analysis.link_analysis import analyse_links
 from service.errors import RejectReason
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import MAX_FUTURE_SECONDS, LinkState, window_reject_reason
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.message_factory import (
     BASE_MINUTE,
     BASE_TS,

@@ -7,13 +7,13 @@ import numpy as np
 
 from service.matrix.cycle import MatrixCycle
 from service.matrix.views import aggregate_sites
+from service.persistence.snapshot_codec import decode_state, encode_state
 from service.state.link_buffers import ARCHIVE, SERIES
 from service.state.link_state import LinkState, StateView
 from service.state.retirement import LinkRetirement
-from service.state.snapshot_codec import decode_state, encode_state
-from service.state.topology import Topology
+from service.topology.topology import Topology
 from tests.message_factory import delay_message, link, loss_message
-from tests.state.test_snapshot_codec import NOW, assert_same_state, filled_state
+from tests.persistence.test_snapshot_codec import NOW, assert_same_state, filled_state
 
 WEEK = 7 * 86_400
 #: A week after `filled_state`'s data: links 0, 2 and 4 report again, 1 and 3 stay silent.

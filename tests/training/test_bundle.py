@@ -11,20 +11,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.bundle import (
+from service.analysis.features import FEATURE_NAMES
+from service.config import DEFAULT_BUNDLE
+from service.errors import ModelBundleError
+from service.model.bundle import (
     CALIBRATION_FILE,
     CARD_FILE,
-    DEFAULT_BUNDLE,
     MODEL_FILE,
     PREDICT_BATCH_ROWS,
     SCALER_FILE,
     file_sha256,
     load_bundle,
-    save_bundle,
 )
-from models.scaler import MinMaxScaler
-from service.analysis.features import FEATURE_NAMES
-from service.errors import ModelBundleError
+from service.model.scaler import MinMaxScaler
+from training.bundle_writer import save_bundle
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -42,7 +42,7 @@ def rows() -> np.ndarray:
 @pytest.fixture(scope="module", params=["sigmoid", "linear"])
 def trained(request: pytest.FixtureRequest, rows: np.ndarray) -> tuple:
     """A Keras model (one epoch) and its scaler; skipped where Keras is not installed."""
-    network = pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+    network = pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
     scaler = MinMaxScaler.fit_clipped(rows[:400], FEATURE_NAMES)
     config = network.NetworkConfig(output_activation=request.param)
     model = network.build_network(len(FEATURE_NAMES), config, 1)
@@ -112,7 +112,7 @@ def test_a_bundle_reads_its_inputs_out_of_the_services_rows_by_name(
     np.testing.assert_array_equal(reordered.predict(rows[:, ::-1]), bundle.predict(rows))
     model, _, predict_network = trained
     subset = FEATURE_NAMES[:45]
-    network = pytest.importorskip("models.network")
+    network = pytest.importorskip("training.network")
     narrow = network.build_network(45, network.NetworkConfig(widths=(4, 2)), 1)
     scaler = MinMaxScaler.fit_clipped(rows[:, :45], subset)
     earlier = load_bundle(save_bundle(tmp_path / "45", narrow, scaler, CARD), FEATURE_NAMES)

@@ -16,18 +16,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 from benchmarks.served_calibration import replay_fluid_mesh  # noqa: E402
-from models.bundle import CALIBRATION_FILE, CARD_FILE, load_bundle  # noqa: E402
-from models.network import NetworkConfig  # noqa: E402
 from service.analysis.calibration import Calibration, calibrated_estimates  # noqa: E402
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.errors import ModelBundleError  # noqa: E402
+from service.model.bundle import CALIBRATION_FILE, CARD_FILE, load_bundle  # noqa: E402
 from service.publish.app import create_app  # noqa: E402
 from service.runtime import build_runtime  # noqa: E402
 from tests.publish.served_app import serve_app  # noqa: E402
@@ -47,6 +46,7 @@ from training.dataset import (  # noqa: E402
     build_fluid_dataset,
 )
 from training.evaluate import evaluate_all_links, predict  # noqa: E402
+from training.network import NetworkConfig  # noqa: E402
 from training.train import TrainOptions, TrainResult, train_bundle  # noqa: E402
 
 SEED = 3

@@ -10,7 +10,13 @@ import pytest
 
 from service.analysis.features import FEATURE_NAMES
 from service.parse.histogram import compute_histogram_stats
-from training.bus_format import build_delay_message, build_loss_message
+from simulation.bus_format import build_delay_message, build_loss_message
+from simulation.simulator import (
+    MinuteMeasurements,
+    build_mesh,
+    simulate_minute,
+    simulate_utilisation,
+)
 from training.dataset import (
     DEFAULT_START_MINUTE,
     WARMUP_MINUTES,
@@ -25,7 +31,6 @@ from training.dataset import (
     split_link_ids,
     split_links,
 )
-from training.simulator import MinuteMeasurements, build_mesh, simulate_minute, simulate_utilisation
 
 SEED = 3
 FIRST = DEFAULT_START_MINUTE - WARMUP_MINUTES

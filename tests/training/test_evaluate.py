@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-from models.bundle import CARD_FILE, load_bundle, save_bundle  # noqa: E402
-from models.network import NetworkConfig, build_network  # noqa: E402
-from models.scaler import MinMaxScaler  # noqa: E402
 from service.analysis.calibration import calibrated_estimates  # noqa: E402
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
 from service.errors import ModelBundleError  # noqa: E402
+from service.model.bundle import CARD_FILE, load_bundle  # noqa: E402
+from service.model.scaler import MinMaxScaler  # noqa: E402
+from training.bundle_writer import save_bundle  # noqa: E402
 from training.dataset import Dataset, DataSource  # noqa: E402
 from training.evaluate import (  # noqa: E402
     METHODS,
@@ -30,6 +30,7 @@ from training.evaluate import (  # noqa: E402
     format_table,
     served_cost,
 )
+from training.network import NetworkConfig, build_network  # noqa: E402
 from training.train import TrainOptions, TrainResult, train_bundle  # noqa: E402
 
 

@@ -10,12 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
 pytest.importorskip("sklearn")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-from models.bundle import CARD_FILE  # noqa: E402
-from models.network import NetworkConfig  # noqa: E402
+from service.model.bundle import CARD_FILE  # noqa: E402
 from tests.data import DATA  # noqa: E402
 from training.dataset import Dataset, DataSource, family_links  # noqa: E402
 from training.evaluate import BUSY_ABOVE  # noqa: E402
@@ -26,6 +25,7 @@ from training.leave_one_family_out import (  # noqa: E402
     format_headline,
     record_in_card,
 )
+from training.network import NetworkConfig  # noqa: E402
 from training.train import TrainOptions  # noqa: E402
 
 SMALL_C = DATA / "family-c-small"

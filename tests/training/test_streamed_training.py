@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
 pytest.importorskip("sklearn")
 pytest.importorskip("pyarrow")
 pytestmark = [
@@ -16,12 +16,12 @@ pytestmark = [
     pytest.mark.filterwarnings("error:Your input ran out of data"),  # every epoch runs to its end
 ]
 
-from models.bundle import load_bundle  # noqa: E402
-from models.network import NetworkConfig  # noqa: E402
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
 from service.cli import build_parser, main  # noqa: E402
+from service.model.bundle import load_bundle  # noqa: E402
 from training.dataset import build_simulated_dataset  # noqa: E402
 from training.dataset_files import open_rows, read_description, write_dataset  # noqa: E402
+from training.network import NetworkConfig  # noqa: E402
 from training.streamed_training import (  # noqa: E402
     StreamedTrainOptions,
     evaluation_rows,

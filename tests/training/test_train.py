@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("models.network")  # Keras, after its TensorFlow settings
+pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
 pytest.importorskip("sklearn")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-from models.bundle import CARD_FILE, load_bundle  # noqa: E402
-from models.network import NetworkConfig, build_network, fit_network, predict_network  # noqa: E402
-from models.scaler import MinMaxScaler  # noqa: E402
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
+from service.commands.training import add_evaluate_command, add_train_command  # noqa: E402
 from service.errors import ConfigError  # noqa: E402
-from training.cli_commands import add_evaluate_command, add_train_command  # noqa: E402
+from service.model.bundle import CARD_FILE, load_bundle  # noqa: E402
+from service.model.scaler import MinMaxScaler  # noqa: E402
 from training.dataset import DataSource, build_simulated_dataset, split_links  # noqa: E402
+from training.network import NetworkConfig, build_network, fit_network, predict_network  # noqa: E402
 from training.train import (  # noqa: E402
     DEFAULT_INPUTS,
     TrainOptions,

@@ -1,0 +1,163 @@
+"""Durability: applied frames are journaled before they are acknowledged; snapshots bound replay.
+
+A batch of frames is applied to link state, appended to the journal and fsynced, and only then
+acknowledged to the broker, so a crash at any moment loses nothing: unacknowledged frames are
+redelivered, journaled ones replayed at start, and both are applied idempotently. Every
+`interval` seconds (and at shutdown) the state is snapshotted and the journal segments it covers
+are deleted, so a restart replays at most one interval of frames.
+
+Every frame's ack token goes to `acknowledge`, which sends what its broker needs (ActiveMQ's
+cumulative acks: the last frame of each subscription; RabbitMQ's individual ones: every frame).
+If the journal cannot be written (a full or failing disk), the batch stays applied but is not
+acknowledged, and neither is anything after it (a later cumulative ack would cover the
+unjournaled batch). Held tokens wait for a snapshot that covers what they carried; the broker
+stops delivering once `prefetch` frames per subscription are unacknowledged, which bounds both
+the wait and the tokens held.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from service.broker.ack_token import AckToken
+from service.ingest.pipeline import Frame, IngestPipeline, ParsedFrames
+from service.persistence.journal import Journal
+from service.persistence.snapshot_codec import encode_state
+from service.persistence.snapshot_store import SnapshotStore
+
+TICK_SECONDS = 0.5
+REPLAY_BATCH = 1024
+
+
+def acknowledge_nothing(tokens: Iterable[AckToken]) -> int:
+    """The acknowledger without a broker (`nettel backfill`, --brokers none): frames from the
+    journal or over HTTP carry no token a broker waits for."""
+    return 0
+
+
+class Persistence:
+    def __init__(
+        self,
+        pipeline: IngestPipeline,
+        store: SnapshotStore,
+        journal: Journal,
+        acknowledge: Callable[[Iterable[AckToken]], int],
+        interval: float = 60.0,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.store = store
+        self.last_written_at: float | None = None
+        self.last_duration: float | None = None
+        self._pipeline = pipeline
+        self._journal = journal
+        self._acknowledge = acknowledge
+        self._interval = interval
+        self._log = log or logging.getLogger("nettel.snapshot")
+        self._write_lock = threading.Lock()
+        self._ack_lock = threading.Lock()
+        self._holding_acks = False
+        self._held_acks: list[AckToken] = []
+        self._journal_failed_since_capture = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="state-snapshots", daemon=True)
+
+    def replay_journal(self) -> int:
+        """Apply the journaled frames the restored snapshot may lack; returns how many."""
+        frames: list[Frame] = []
+        replayed = 0
+        for destination, body in self._journal.replay():
+            frames.append((destination, body, None))
+            if len(frames) == REPLAY_BATCH:
+                replayed += self._replay(frames)
+        replayed += self._replay(frames)
+        if replayed:
+            self._log.info("journal replayed", extra={"frames": replayed})
+        return replayed
+
+    def apply_batch(self, frames: Sequence[Frame]) -> None:
+        """Parse, apply, journal, fsync, then acknowledge one batch."""
+        self.apply_parsed(self._pipeline.parse_frames(frames))
+
+    def apply_parsed(self, parsed: ParsedFrames) -> None:
+        """Apply, journal, fsync, then acknowledge one parsed batch (the frame batcher's sink)."""
+        self._pipeline.apply_parsed(parsed)
+        journaled = self._journal_batch(parsed.frames)
+        tokens = [token for _, _, token in parsed.frames if token is not None]
+        with self._ack_lock:
+            if not journaled:
+                self._holding_acks = self._journal_failed_since_capture = True
+            if self._holding_acks:
+                self._held_acks.extend(tokens)
+                return
+        self._acknowledge(tokens)
+
+    def _journal_batch(self, frames: Sequence[Frame]) -> bool:
+        try:
+            self._journal.append(
+                [
+                    (dest, body if isinstance(body, bytes) else body.encode())
+                    for dest, body, _ in frames
+                ]
+            )
+        except OSError:
+            self._log.exception("journal append failed; acknowledgements wait for a snapshot")
+            return False
+        return True
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the schedule and write a final snapshot."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.snapshot()
+        self._journal.close()
+
+    def snapshot(self) -> int:
+        """Write a snapshot now and drop the journal segments it covers; returns its size."""
+        with self._write_lock:
+            started = time.perf_counter()
+            with self._ack_lock:
+                covered = len(self._held_acks)  # their batches are applied: the state has them
+                self._journal_failed_since_capture = False
+            with self._pipeline.state.frozen() as state:  # nothing applied between the two
+                data = encode_state(state)
+                first_uncovered = self._journal.rotate()
+            self.store.write(data)
+            self._journal.drop_before(first_uncovered)
+            self.last_written_at = time.time()
+            self.last_duration = time.perf_counter() - started
+            self._release_held_acks(covered)
+            return len(data)
+
+    def _release_held_acks(self, covered: int) -> None:
+        """Acknowledge the first `covered` held tokens, which the snapshot covers, and those
+        held since if they were all journaled."""
+        with self._ack_lock:
+            if self._journal_failed_since_capture:  # keep holding what came after the capture
+                released = self._held_acks[:covered]
+                del self._held_acks[:covered]
+            else:
+                released, self._held_acks = self._held_acks, []
+                self._holding_acks = False
+        if released:
+            self._acknowledge(released)
+
+    def _replay(self, frames: list[Frame]) -> int:
+        count = len(frames)
+        if frames:
+            self._pipeline.handle_frames(frames)
+            frames.clear()
+        return count
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.snapshot()
+            except OSError:
+                self._log.exception("state snapshot failed; the journal keeps growing")

@@ -1,0 +1,146 @@
+"""The publishers beside the REST API: SSE streams (the matrix's and ALTO's update streams),
+broker telemetry, and per-snapshot views.
+
+`build_ecosystem(runtime)` makes them; the app's lifespan calls `start()` / `stop()`: start
+attaches the matrix observers (wake-ups of both kinds of stream, broker telemetry) and the
+telemetry thread, stop detaches them and ends the open streams. Views derived from a snapshot
+(site aggregation, ALTO maps) are built once per snapshot, in the matrix cycle before it is
+served (`prepare`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from service.matrix.cycle import MatrixCycle
+from service.matrix.link_record import LinkRecord
+from service.matrix.snapshot import CostMatrix
+from service.publish.alto.updates import AltoUpdates
+from service.publish.alto.view import AltoView
+from service.publish.http_guard import HttpGuard
+from service.publish.rucio import load_rse_map
+from service.publish.stream import MatrixStream
+from service.publish.telemetry import TelemetryPublisher
+from service.runtime import Runtime, broker_access
+
+T = TypeVar("T")
+Observer = Callable[[CostMatrix | None, CostMatrix], None]
+
+
+class SnapshotMemo(Generic[T]):
+    """A value derived from a snapshot, built once per snapshot: the values of the last two are
+    kept (the one served and the one being prepared)."""
+
+    def __init__(self, build: Callable[[CostMatrix], T]) -> None:
+        self._build = build
+        self._cached: tuple[tuple[CostMatrix, T], ...] = ()
+
+    def __call__(self, matrix: CostMatrix) -> T:
+        cached = self._cached
+        for held, value in cached:
+            if held is matrix:
+                return value
+        value = self._build(matrix)
+        self._cached = (*cached[-1:], (matrix, value))
+        return value
+
+
+@dataclass
+class Ecosystem:
+    """Matrix observers and threads of the publishers, and the views they share."""
+
+    cycle: MatrixCycle
+    stream: MatrixStream
+    telemetry: TelemetryPublisher | None
+    site_links: SnapshotMemo[Sequence[LinkRecord]]
+    alto_view: SnapshotMemo[AltoView]
+    alto_updates: AltoUpdates
+    rse_map: dict[str, str] | None = None
+    _observers: list[Observer] = field(default_factory=list)
+
+    def start(self) -> None:
+        self._observers = [self.stream.observe, self.alto_updates.observe]
+        if self.telemetry is not None:
+            self.telemetry.start()
+            self._observers.append(self.telemetry.observe)
+        self.cycle.matrix_observers.extend(self._observers)
+        self.cycle.snapshot_preparers.append(self.prepare)
+
+    def prepare(self, matrix: CostMatrix) -> None:
+        """Build the snapshot's ALTO view (network map, cost maps) before it is served."""
+        self.alto_view(matrix).prepare()
+
+    def stream_counts(self) -> dict[str, Callable[[], int]]:
+        """SSE endpoint (a metric label) -> how many streams it has open now."""
+        return {
+            "costmatrix_stream": self.stream.open_streams,
+            "alto_updates": self.alto_updates.open_streams,
+        }
+
+    def close_streams(self) -> None:
+        """End every open SSE stream; safe from any thread or a signal handler."""
+        self.stream.close()
+        self.alto_updates.close()
+
+    def stop(self) -> None:
+        for observer in self._observers:
+            self.cycle.matrix_observers.remove(observer)
+        self._observers = []
+        if self.prepare in self.cycle.snapshot_preparers:
+            self.cycle.snapshot_preparers.remove(self.prepare)
+        self.close_streams()
+        if self.telemetry is not None:
+            self.telemetry.stop()
+
+
+def build_ecosystem(runtime: Runtime, guard: HttpGuard | None = None) -> Ecosystem:
+    """The publishers over `runtime`; `guard` counts the streams refused or dropped."""
+    settings = runtime.settings
+    site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(lambda matrix: matrix.site_links)
+
+    def alto_view_of(matrix: CostMatrix) -> AltoView:
+        """The ALTO view of a snapshot, with the topology in use when it is first read."""
+        topology = runtime.state.index.topology
+        return AltoView(
+            matrix.links,
+            site_links(matrix),
+            version=matrix.etag.strip('"'),
+            networks_of=topology.networks_of,
+            listed_sites=tuple(topology.networks_by_site),
+        )
+
+    alto_view = SnapshotMemo(alto_view_of)
+
+    def latest() -> CostMatrix | None:
+        return runtime.cycle.latest
+
+    stream = MatrixStream(
+        latest,
+        site_links,
+        settings.stream_cost_step,
+        max_streams=settings.sse_max_streams,
+        refuse=(guard or HttpGuard()).refuse,
+    )
+    return Ecosystem(
+        runtime.cycle,
+        stream,
+        _telemetry_publisher(runtime),
+        site_links,
+        alto_view,
+        AltoUpdates(latest, alto_view),
+        load_rse_map(settings.rse_map) if settings.rse_map else None,
+    )
+
+
+def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
+    settings = runtime.settings
+    if not settings.telemetry_enabled:
+        return None
+    return TelemetryPublisher(
+        broker_access(settings),
+        settings.telemetry_topic,
+        min_interval=settings.interval,
+        publishes=runtime.publishes_telemetry,
+    )

@@ -1,0 +1,197 @@
+"""Demo adapter: publish a simulated perfSONAR mesh to ActiveMQ over STOMP, like the collectors do.
+
+Every directed link gets one histogram-owdelay and one packet-loss-rate message per minute, each
+with that minute's single datapoint. First the last `backfill_minutes` whole minutes are sent at
+once, then each new minute a few seconds after it ends. The same seed gives the same messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import orjson
+import stomp
+from stomp.exception import ConnectFailedException, StompException
+
+from simulation.bus_format import Message, build_delay_message, build_loss_message
+from simulation.simulator import Mesh, build_mesh, simulate_minute, simulate_utilisation
+
+HEARTBEATS_MS = (10_000, 10_000)
+CONNECT_TIMEOUT_S = 60.0
+CONNECT_RETRY_S = 2.0
+#: Seconds after a minute ends before it is published (the collector's polling lag).
+PUBLISH_LAG_S = 3.0
+#: Longest wait on `stop` before the clock is read again.
+POLL_S = 1.0
+
+
+class _BrokerSession:
+    """One STOMP 1.2 connection to the first reachable broker, reopened on demand."""
+
+    def __init__(
+        self,
+        brokers: list[tuple[str, int]],
+        user: str | None,
+        password: str | None,
+        stop: threading.Event,
+        log: logging.Logger,
+    ) -> None:
+        self._brokers = brokers
+        self._credentials = (user, password)
+        self._stop = stop
+        self._log = log
+        self._connection: stomp.Connection | None = None
+
+    def connect(self) -> bool:
+        """Connect, retrying for CONNECT_TIMEOUT_S; False if `stop` was set meanwhile."""
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while not self._stop.is_set():
+            try:
+                self._connection = self._open()
+                return True
+            except (StompException, OSError) as error:
+                if time.monotonic() >= deadline:
+                    raise ConnectFailedException(f"no broker answered: {self._brokers}") from error
+                self._log.info("broker not reachable yet brokers=%s error=%r", self._brokers, error)
+                self._stop.wait(CONNECT_RETRY_S)
+        return False
+
+    def send(self, message: Message) -> None:
+        headers, body = message
+        if self._connection is None:
+            raise ConnectFailedException("not connected")
+        self._connection.send(
+            destination=headers["destination"],
+            body=orjson.dumps(body),
+            headers=headers | {"persistent": "true"},
+        )
+
+    def close(self) -> None:
+        """Disconnect with a receipt, so the broker has every message sent before it."""
+        if self._connection is not None and self._connection.is_connected():
+            self._connection.disconnect(receipt="nettel-demo-feed-bye")
+        self._connection = None
+
+    def _open(self) -> stomp.Connection:
+        connection = stomp.Connection(  # vhost "/": RabbitMQ reads the default host header
+            self._brokers, heartbeats=HEARTBEATS_MS, reconnect_attempts_max=1, vhost="/"
+        )
+        user, password = self._credentials
+        connection.connect(user, password, wait=True)
+        where = connection.transport.current_host_and_port
+        self._log.info("connected to broker host_port=%s", where)
+        return connection
+
+
+class _Feed:
+    """The simulated mesh as a sequence of minutes of messages, sent through a session."""
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        seed: int,
+        session: _BrokerSession,
+        clock: Callable[[], float],
+        log: logging.Logger,
+    ) -> None:
+        self._mesh, self._seed, self._session = mesh, seed, session
+        self._clock, self._log = clock, log
+        self.sent = 0
+
+    def publish(self, minute: int) -> None:
+        """Send every link's delay and loss messages of `minute`.
+
+        On a broken connection, reconnect and send the whole minute again (consumers accept
+        repeated datapoints).
+        """
+        messages = self._messages(minute)
+        try:
+            self._send_all(messages)
+        except (StompException, OSError) as error:
+            self._log.warning("connection lost minute=%d error=%r; reconnecting", minute, error)
+            if self._session.connect():
+                self._send_all(messages)
+
+    def _send_all(self, messages: list[Message]) -> None:
+        for message in messages:
+            self._session.send(message)
+            self.sent += 1
+
+    def _messages(self, minute: int) -> list[Message]:
+        utilisation = simulate_utilisation(self._mesh, minute, 1, self._seed)[:, 0]
+        measured = simulate_minute(self._mesh, utilisation, minute, self._seed)
+        sent_at, ts = self._clock(), measured.timestamp
+        messages = []
+        for link in range(self._mesh.n_links):
+            histogram = measured.histogram(link)
+            if histogram:  # empty when every packet was lost: nothing to report
+                delay = build_delay_message(self._mesh, link, {ts: histogram}, sent_at=sent_at)
+                messages.append(delay)
+            loss = {ts: float(measured.loss[link])}
+            messages.append(build_loss_message(self._mesh, link, loss, sent_at=sent_at))
+        return messages
+
+
+def run_demo_feed(
+    brokers: list[tuple[str, int]],
+    *,
+    seed: int = 0,
+    sites: int = 20,
+    backfill_minutes: int = 40,
+    realtime: bool = True,
+    user: str | None = None,
+    password: str | None = None,
+    stop: threading.Event | None = None,
+    clock: Callable[[], float] = time.time,
+    log: logging.Logger | None = None,
+) -> int:
+    """Publish the simulated mesh to `brokers` until done or `stop` is set; return messages sent."""
+    log = log or logging.getLogger("nettel.demo")
+    stop = stop or threading.Event()
+    session = _BrokerSession(brokers, user, password, stop, log)
+    feed = _Feed(build_mesh(sites, seed), seed, session, clock, log)
+    try:
+        if session.connect():
+            current = int(clock() // 60)
+            _backfill(feed, range(current - backfill_minutes, current), stop, log)
+            if realtime:
+                _follow(feed, current, stop, clock, log)
+    finally:
+        session.close()
+    log.info("demo feed stopped messages=%d", feed.sent)
+    return feed.sent
+
+
+def _backfill(feed: _Feed, minutes: range, stop: threading.Event, log: logging.Logger) -> None:
+    started = time.monotonic()
+    for minute in minutes:
+        if stop.is_set():
+            return
+        feed.publish(minute)
+    log.info(
+        "backfill done minutes=%d messages=%d seconds=%.1f",
+        len(minutes),
+        feed.sent,
+        time.monotonic() - started,
+    )
+
+
+def _follow(
+    feed: _Feed,
+    minute: int,
+    stop: threading.Event,
+    clock: Callable[[], float],
+    log: logging.Logger,
+) -> None:
+    """Publish `minute` and every later one once it has ended, until `stop` is set."""
+    while not stop.is_set():
+        wait = (minute + 1) * 60 + PUBLISH_LAG_S - clock()
+        if wait > 0:
+            stop.wait(min(wait, POLL_S))
+            continue
+        feed.publish(minute)
+        log.info("published minute=%d ts=%d messages=%d", minute, minute * 60, feed.sent)
+        minute += 1

@@ -1,0 +1,67 @@
+"""The Keras network definition: netTel's shape, within what the numpy serving path runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+from service.model.numpy_network import ACTIVATIONS  # noqa: E402
+from training.network import NetworkConfig, build_network  # noqa: E402
+
+
+def layer_summary(config: NetworkConfig) -> list[tuple[str, object]]:
+    model = build_network(45, config, seed=0)
+    return [
+        (layer.__class__.__name__, getattr(layer, "units", getattr(layer, "rate", None)))
+        for layer in model.layers
+    ]
+
+
+def test_default_network_is_nettels_shape() -> None:
+    assert layer_summary(NetworkConfig()) == [
+        ("Dense", 100),
+        ("Dropout", 0.5),
+        ("Dense", 50),
+        ("Dropout", 0.5),
+        ("Dense", 5),
+        ("Dense", 1),
+    ]
+
+
+def test_widths_and_dropout_are_configurable() -> None:
+    summary = layer_summary(NetworkConfig(widths=(8, 4), dropout=0.0))
+    assert summary == [("Dense", 8), ("Dense", 4), ("Dense", 1)]
+
+
+def test_every_activation_is_one_the_numpy_path_supports() -> None:
+    for output in ("linear", "sigmoid"):
+        model = build_network(45, NetworkConfig(output_activation=output), seed=0)
+        activations = {
+            layer.activation.__name__ for layer in model.layers if hasattr(layer, "units")
+        }
+        assert activations <= set(ACTIVATIONS)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"widths": ()},
+        {"widths": (4, 0)},
+        {"dropout": 1.0},
+        {"output_activation": "tanh"},
+        {"optimizer": "sgd"},
+        {"learning_rate": 0.0},
+    ],
+)
+def test_invalid_configurations_are_refused(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        NetworkConfig(**kwargs)
+
+
+def test_the_same_seed_gives_the_same_weights() -> None:
+    first = build_network(45, NetworkConfig(widths=(8, 4, 2)), seed=5).get_weights()
+    second = build_network(45, NetworkConfig(widths=(8, 4, 2)), seed=5).get_weights()
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
