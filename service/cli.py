@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import signal
 import sys
 import threading
@@ -34,6 +35,7 @@ from service.config import (
 )
 from service.errors import ConfigError
 from service.log_format import configure_logging
+from simulation.defaults import DEFAULT_SITES
 
 #: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
 BACKFILL_COMMAND_SETTINGS = (
@@ -189,7 +191,9 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     simulate.add_argument("--brokers", default="127.0.0.1:61613", help="host:port[,host:port]")
     simulate.add_argument("--seed", type=int, default=0, help="random seed (deterministic feed)")
-    simulate.add_argument("--sites", type=int, default=20, help="sites in the mesh (>= 2)")
+    simulate.add_argument(
+        "--sites", type=int, default=DEFAULT_SITES, help="sites in the mesh (>= 2)"
+    )
     simulate.add_argument("--backfill-minutes", type=int, default=40, help="minutes to back-fill")
     simulate.add_argument(
         "--no-realtime",
@@ -197,8 +201,19 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         action="store_false",
         help="stop after the back-fill instead of publishing every minute",
     )
-    simulate.add_argument("--user", default=None, help="STOMP login")
-    simulate.add_argument("--password", default=None, help="STOMP passcode")
+    simulate.add_argument(
+        "--user",
+        default=os.environ.get("NETTEL_BROKER_USER"),
+        help="STOMP login [env NETTEL_BROKER_USER]",
+    )
+    simulate.add_argument(
+        "--password-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="file holding the STOMP passcode (else env NETTEL_BROKER_PASSWORD; never given on "
+        "the command line, where other users of the machine could read it)",
+    )
     simulate.add_argument(
         "--write-topology",
         type=Path,
@@ -222,6 +237,16 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     add_simulate_capture_options(simulate)
     simulate.set_defaults(run=_run_simulate)
+
+
+def _simulate_passcode(path: Path | None) -> str | None:
+    """The demo feed's STOMP passcode, as `serve` takes one: the file wins over the environment."""
+    if path is None:
+        return os.environ.get("NETTEL_BROKER_PASSWORD")
+    try:
+        return path.read_text().strip()
+    except OSError as error:
+        raise ConfigError(f"--password-file: {error.strerror or error}: {path}") from None
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
@@ -261,7 +286,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
             backfill_minutes=args.backfill_minutes,
             realtime=args.realtime,
             user=args.user,
-            password=args.password,
+            password=_simulate_passcode(args.password_file),
             stop=stop,
         )
     except KeyboardInterrupt:

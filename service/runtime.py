@@ -65,6 +65,8 @@ class Runtime:
     state_dir_lock: StateDirLock | None = None
     #: Which new links the state takes (--max-links, --new-links-per-minute).
     admission: LinkAdmission | None = None
+    #: The /admin bearer token, read at start and on SIGHUP (None: admin endpoints disabled).
+    admin_token: str | None = None
     started_at: float = field(default_factory=time.time)
 
     def start(self) -> None:
@@ -133,6 +135,29 @@ class Runtime:
         info = self.model.reload()
         self.cycle.predictor = self.model.current
         return info
+
+    def reload_tokens(self) -> None:
+        """SIGHUP: re-read the admin and ingest token files; a file that cannot be read keeps
+        the token in use (logged). An endpoint disabled at start stays disabled."""
+        log = logging.getLogger("nettel.auth")
+        for name, read in (
+            ("admin", self.settings.admin_bearer_token),
+            ("ingest", self.settings.ingest_bearer_token),
+        ):
+            try:
+                token = read()
+            except OSError as error:
+                log.error(
+                    "token file unreadable; keeping the token in use",
+                    extra={"token": name, "error": str(error)},
+                )
+                continue
+            if token is None:
+                log.error("token file empty; keeping the token in use", extra={"token": name})
+            elif name == "admin" and self.admin_token is not None:
+                self.admin_token = token
+            elif name == "ingest" and self.intake is not None and self.intake.token is not None:
+                self.intake.token = token
 
     def publishes_telemetry(self) -> bool:
         """Whether this instance publishes telemetry now: when it is enabled (with a broker),
@@ -219,6 +244,7 @@ def build_runtime(settings: Settings) -> Runtime:
         warm=warm_source(settings, store),
         state_dir_lock=lock,
         admission=admission,
+        admin_token=settings.admin_bearer_token(),
     )
     runtime.election = build_election(settings, eligible=lambda: runtime.ready()[0])
     return runtime

@@ -17,6 +17,7 @@ import stomp
 from stomp.exception import ConnectFailedException, StompException
 
 from simulation.bus_format import Message, build_delay_message, build_loss_message
+from simulation.defaults import DEFAULT_SITES
 from simulation.simulator import Mesh, build_mesh, simulate_minute, simulate_utilisation
 
 HEARTBEATS_MS = (10_000, 10_000)
@@ -139,7 +140,7 @@ def run_demo_feed(
     brokers: list[tuple[str, int]],
     *,
     seed: int = 0,
-    sites: int = 20,
+    sites: int = DEFAULT_SITES,
     backfill_minutes: int = 40,
     realtime: bool = True,
     user: str | None = None,

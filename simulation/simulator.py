@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulation.defaults import DEFAULT_SITES
+
 FIBRE_KM_PER_MS = 200.0
 EARTH_RADIUS_KM = 6371.0
 HOST_DELAY_MS = 1.0
@@ -197,7 +199,7 @@ class _HourDraws:
         return self.bulk_level[:, None] * active
 
 
-def build_mesh(n_sites: int = 20, seed: int = 0) -> Mesh:
+def build_mesh(n_sites: int = DEFAULT_SITES, seed: int = 0) -> Mesh:
     """A random mesh of `n_sites` latency hosts (one per site) and all their directed links."""
     if n_sites < 2:
         raise ValueError(f"a mesh needs at least 2 sites, got {n_sites}")

@@ -63,6 +63,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simulation.defaults import DEFAULT_SITES
 from simulation.simulator import (
     BUCKETS_PER_MS,
     PACKETS_PER_MINUTE,
@@ -151,7 +152,7 @@ class FluidTraffic:
         return mean
 
 
-def build_fluid_mesh(n_sites: int = 20, seed: int = 0) -> FluidMesh:
+def build_fluid_mesh(n_sites: int = DEFAULT_SITES, seed: int = 0) -> FluidMesh:
     """Hosts and paths as family A's mesh (own seed), with family B's queues and link kinds."""
     hosts = _renamed(build_mesh(n_sites, seed + 7_919))  # not family A's geography
     rng = _rng(seed, _STREAM_MESH)

@@ -47,8 +47,9 @@ async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def _reload_quietly(runtime: Runtime) -> None:
-    """SIGHUP: re-read the topology (on its own thread) and reload the model; a refused bundle
-    or topology is logged and the old one kept."""
+    """SIGHUP: re-read the topology (on its own thread), the token files and the model; a
+    refused bundle, topology or token file is logged and the old one kept."""
+    runtime.reload_tokens()
     if runtime.topology is not None:
         runtime.topology.request()
     try:

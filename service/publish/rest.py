@@ -25,6 +25,7 @@ from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites, dense_matrix
 from service.persistence.snapshot_codec import MEDIA_TYPE as STATE_MEDIA_TYPE
 from service.persistence.snapshot_codec import encode_state_parts
+from service.publish.content_coding import accepts_gzip
 from service.publish.dependencies import LatestMatrix, RuntimeDep, get_registry
 from service.publish.schemas import (
     CostMatrixOut,
@@ -110,7 +111,7 @@ def reload_model(
     runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
 ) -> Response:
     """Load the model bundle again (bearer token from NETTEL_ADMIN_TOKEN)."""
-    require_token(runtime.settings.admin_bearer_token(), authorization)
+    require_token(runtime.admin_token, authorization)
     try:
         info = runtime.reload_model()
     except ModelBundleError as error:
@@ -136,7 +137,7 @@ async def admin_state(
 ) -> Response:
     """This instance's link state in the snapshot format, for a replica's --warm-from (bearer
     token from NETTEL_ADMIN_TOKEN)."""
-    require_token(runtime.settings.admin_bearer_token(), authorization)
+    require_token(runtime.admin_token, authorization)
     encoded = await run_in_threadpool(encode_state_parts, runtime.state)
     headers = {"Content-Length": str(encoded.size), "Cache-Control": "no-store"}
     return StreamingResponse(encoded.chunks(), media_type=STATE_MEDIA_TYPE, headers=headers)
@@ -187,7 +188,7 @@ def _full_matrix_response(request: Request, matrix: CostMatrix) -> Response:
     headers = {"ETag": matrix.etag, "Vary": "Accept-Encoding", "Cache-Control": "no-cache"}
     if matrix.etag in request.headers.get("if-none-match", ""):
         return Response(status_code=304, headers=headers)
-    if "gzip" in request.headers.get("accept-encoding", ""):
+    if accepts_gzip(request.headers.get("accept-encoding", "")):
         headers["Content-Encoding"] = "gzip"
         return Response(matrix.gzip_body, media_type=JSON, headers=headers)
     return ChunkedBodyResponse(matrix.encoded, media_type=JSON, headers=headers)

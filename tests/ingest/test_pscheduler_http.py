@@ -251,3 +251,31 @@ def test_the_token_comes_from_the_environment_or_a_file(tmp_path, monkeypatch) -
     assert build_parser().parse_args(["serve", "--ingest-token-file", "f"]).ingest_token_file
     with pytest.raises(SystemExit):  # the token itself is never on the command line
         build_parser().parse_args(["serve", "--ingest-token", TOKEN])
+
+
+def test_token_files_are_read_at_start_and_on_reload_not_per_request(serve, tmp_path) -> None:
+    admin_file, ingest_file = tmp_path / "admin-token", tmp_path / "ingest-token"
+    admin_file.write_text("admin-one\n")
+    ingest_file.write_text(f"{TOKEN}\n")
+    url, runtime = serve(admin_token_file=admin_file, ingest_token_file=ingest_file)
+    reload = f"{url}/admin/reload-model"
+
+    def admin_status(token: str) -> int:
+        return httpx.post(reload, headers={"Authorization": f"Bearer {token}"}).status_code
+
+    admin_file.write_text("admin-two\n")  # not read until the reload
+    assert admin_status("admin-one") == 409 and admin_status("admin-two") == 401
+    runtime.reload_tokens()  # what SIGHUP runs
+    assert admin_status("admin-two") == 409 and admin_status("admin-one") == 401
+
+    ingest_file.write_text("ingest-two\n")
+    runtime.reload_tokens()
+    ingest = {"Authorization": "Bearer ingest-two"}
+    assert httpx.put(url + PATH, content=run_body(), headers=ingest).status_code == 202
+
+    admin_file.unlink()  # a deleted file: the token in use stays, no 500
+    ingest_file.write_text("\n")  # an emptied one too
+    assert admin_status("admin-two") == 409
+    runtime.reload_tokens()
+    assert admin_status("admin-two") == 409
+    assert httpx.put(url + PATH, content=run_body(), headers=ingest).status_code == 202

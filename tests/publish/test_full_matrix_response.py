@@ -70,3 +70,10 @@ def test_gzip_and_not_modified(served, matrix) -> None:
     assert gzip.decompress(matrix.gzip_body) == matrix.body
     again = httpx.get(f"{served[0]}/costmatrix", headers={"If-None-Match": matrix.etag})
     assert again.status_code == 304 and again.content == b""
+
+
+@pytest.mark.parametrize("accept", ["gzip;q=0", "*;q=0", "identity", "br, *;q=0.5, gzip;q=0"])
+def test_a_client_that_refuses_gzip_gets_the_plain_body(served, matrix, accept: str) -> None:
+    response = httpx.get(f"{served[0]}/costmatrix", headers={"Accept-Encoding": accept})
+    assert "content-encoding" not in response.headers
+    assert response.content == matrix.body
