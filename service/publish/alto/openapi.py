@@ -3,7 +3,7 @@
 The routes (`alto.py`) read POST bodies raw and write every reply and error by hand, to keep RFC
 7285's media types exact; so their request bodies, path parameter and statuses are described
 here and passed as `responses=` and `openapi_extra=`. The schemas are the checks of
-`alto_requests` written as JSON schema: a body valid against them is one the server accepts.
+`request_bodies` written as JSON schema: a body valid against them is one the server accepts.
 Two rules no JSON schema can state are in the descriptions: a filtered cost map's cost metric is
 the one of its path, and the endpoint cost service's limit is on the number of (source,
 destination) pairs (the schema bounds each list by its square root, so any two valid lists are
@@ -64,7 +64,7 @@ _IPV6 = "|".join(
         *(rf"(?:{_HEXTET}:){{{n}}}:(?:{_HEXTET}:){{0,{5 - n}}}{_DOTTED_QUAD}" for n in range(1, 6)),
     ]
 )
-#: The typed endpoint addresses `alto_requests.parse_typed_address` accepts (section 10.4).
+#: The typed endpoint addresses `request_bodies.parse_typed_address` accepts (section 10.4).
 IPV4_ENDPOINT_PATTERN = f"^ipv4:{_DOTTED_QUAD}$"
 IPV6_ENDPOINT_PATTERN = f"^ipv6:(?:{_IPV6})$"
 

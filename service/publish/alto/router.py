@@ -1,13 +1,13 @@
 """ALTO's HTTP resources (RFC 7285): directory, network map, cost maps (GET, and POST for a
 filtered one) and the endpoint cost service (POST); RFC 8895's update stream service and the
-stream control of its streams (`alto_updates`).
+stream control of its streams (`updates`).
 
 Replies carry their media type exactly as the RFC writes it, with no parameters (deployed
 clients compare the whole header). A POST body must come as the resource's media type (415
 otherwise) and within MAX_REQUEST_BYTES (413); an `Accept` header, when there is one, must admit
-the reply's media type (406). Every refusal is an ALTO error document (`alto_protocol`).
+the reply's media type (406). Every refusal is an ALTO error document (`protocol`).
 FastAPI sees none of this (the bodies are read raw, the path's metric from the request), so the
-OpenAPI document gets it from `alto_openapi`: request bodies, the metric, every status.
+OpenAPI document gets it from `openapi`: request bodies, the metric, every status.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def request_body(media_type: str) -> Callable[[Request], Awaitable[bytes]]:
 
 async def offered_metric(request: Request) -> CostMetric:
     """The cost map's metric from the path; one nettel does not offer is 404. Read from the
-    request, not a parameter, so FastAPI documents no 422 that cannot happen (`alto_openapi`
+    request, not a parameter, so FastAPI documents no 422 that cannot happen (`openapi`
     documents the parameter)."""
     metric: str = request.path_params["metric"]
     if metric not in METRICS:

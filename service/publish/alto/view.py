@@ -1,7 +1,7 @@
 """ALTO documents of one cost-matrix snapshot, and the directory that lists them (RFC 7285).
 
 PIDs are sites (a host without a site stands for itself, as in `views.aggregate_sites`), with
-their prefixes (`alto_network`). The network map's vtag is a hash of its content (PID names and
+their prefixes (`network`). The network map's vtag is a hash of its content (PID names and
 prefixes): it changes exactly when a PID or a prefix appears or goes. Cost maps
 (`priv:nettel-cost`, RFC 9439's `delay-ow` in microseconds and `lossrate` in percent) are
 numerical site-to-site values from the site-level aggregation and name that vtag in
