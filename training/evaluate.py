@@ -45,7 +45,7 @@ from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
 from service.analysis.calibration import Calibration, calibrated_estimates
 from service.analysis.cost import compute_cost
-from service.analysis.features import FEATURE_NAMES
+from service.analysis.features import FEATURE_NAMES, feature_columns
 from service.errors import ModelBundleError
 from service.model.bundle import ModelBundle, load_bundle
 from service.model.scaler import MinMaxScaler
@@ -79,8 +79,7 @@ CALM_BELOW = 0.5
 BUSY_ABOVE = 0.9
 COST_ALARM = 0.5
 _COST_INPUTS = tuple(
-    FEATURE_NAMES.index(name)
-    for name in ("newest_loss", "newest_delay_above_min", "newest_filter_congested")
+    feature_columns(("newest_loss", "newest_delay_above_min", "newest_filter_congested"))
 )
 
 

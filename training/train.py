@@ -18,7 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.analysis.features import FEATURE_NAMES, NEWEST_FEATURE_NAMES
+from service.analysis.features import (
+    FEATURE_NAMES,
+    NEWEST_FEATURE_NAMES,
+    feature_columns,
+    feature_list_problem,
+)
 from service.model.bundle import CARD_FILE, ModelBundle, load_bundle
 from service.model.scaler import MinMaxScaler
 from training.bundle_writer import save_bundle, write_calibration
@@ -61,7 +66,8 @@ class TrainOptions:
 
     def __post_init__(self) -> None:
         check_run(self.holdout_fraction, self.calibration_fraction, self.epochs)
-        check_inputs(self.inputs)
+        if problem := feature_list_problem(self.inputs):
+            raise ValueError(f"inputs: {problem}")
         if self.target not in TARGET_DEFINITIONS:
             raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
 
@@ -81,20 +87,6 @@ def check_run(holdout_fraction: float, calibration_fraction: float, epochs: int)
         )
     if epochs < 1:
         raise ValueError(f"need epochs >= 1 and a target in {sorted(TARGET_DEFINITIONS)}")
-
-
-def check_inputs(inputs: tuple[str, ...]) -> None:
-    """The network's inputs: distinct names of features the service computes."""
-    unknown = [name for name in inputs if name not in FEATURE_NAMES]
-    if not inputs or unknown or len(set(inputs)) != len(inputs):
-        raise ValueError(
-            f"inputs must be distinct feature names of {FEATURE_NAMES} (unknown: {unknown})"
-        )
-
-
-def input_columns(inputs: tuple[str, ...]) -> list[int]:
-    """Where each input sits in the rows of FEATURE_NAMES."""
-    return [FEATURE_NAMES.index(name) for name in inputs]
 
 
 @dataclass(frozen=True)
@@ -170,7 +162,7 @@ def train_network(
     train = dataset.rows_of(split.train)
     model = build_network(len(options.inputs), options.network, options.seed)
     started = time.perf_counter()
-    features = scaler.transform(train.features[:, input_columns(options.inputs)])
+    features = scaler.transform(train.features[:, feature_columns(options.inputs)])
     losses = fit_network(model, features, train.label, options.epochs, verbose=options.verbose)
     return model, scaler, losses, time.perf_counter() - started
 
@@ -180,7 +172,7 @@ def fit_scaler(
 ) -> MinMaxScaler:
     """Clipped min-max bounds of the `inputs` from the training links' rows only: held-out
     links stay unseen."""
-    rows = dataset.rows_of(split.train).features[:, input_columns(inputs)]
+    rows = dataset.rows_of(split.train).features[:, feature_columns(inputs)]
     return MinMaxScaler.fit_clipped(rows, inputs)
 
 

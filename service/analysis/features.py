@@ -48,6 +48,31 @@ NEWEST_FEATURE_NAMES: tuple[str, ...] = (
 FEATURE_NAMES: tuple[str, ...] = (*HISTORY_FEATURE_NAMES, *NEWEST_FEATURE_NAMES)
 
 
+def feature_list_problem(
+    names: tuple[str, ...], known: tuple[str, ...] = FEATURE_NAMES
+) -> str | None:
+    """Why `names` cannot be a model's inputs (none, unknown or repeated features); None if
+    they can. One check for `nettel train --inputs`, training and the bundle reader.
+
+    >>> feature_list_problem(("newest_loss", "newest_loss"))
+    'newest_loss is named twice'
+    >>> feature_list_problem(("newest_loss", "nope")), feature_list_problem(NEWEST_FEATURE_NAMES)
+    ("features this nettel does not compute: ['nope']", None)
+    """
+    if not names:
+        return "no features named"
+    if unknown := [name for name in names if name not in known]:
+        return f"features this nettel does not compute: {unknown[:5]}"
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        return f"{', '.join(twice)} {'is' if len(twice) == 1 else 'are'} named twice"
+    return None
+
+
+def feature_columns(names: tuple[str, ...], known: tuple[str, ...] = FEATURE_NAMES) -> list[int]:
+    """Where each of `names` sits in rows of `known` features."""
+    return [known.index(name) for name in names]
+
+
 @dataclass(frozen=True)
 class LinkWindows:
     """Time-ordered per-minute series of every link (links x minutes, NaN = no measurement)."""

@@ -278,14 +278,17 @@ def _add_data_options(parser: argparse.ArgumentParser, note: str = "") -> None:
 
 
 def _inputs(text: str) -> tuple[str, ...]:
-    from service.analysis.features import FEATURE_NAMES, NEWEST_FEATURE_NAMES
+    from service.analysis.features import (
+        FEATURE_NAMES,
+        NEWEST_FEATURE_NAMES,
+        feature_list_problem,
+    )
 
     presets = {"newest-minute": NEWEST_FEATURE_NAMES, "all": FEATURE_NAMES}
     names = presets.get(text) or tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in FEATURE_NAMES]
-    if unknown or not names:
+    if problem := feature_list_problem(names):
         raise argparse.ArgumentTypeError(
-            f"unknown features {unknown} (newest-minute, all, or names of {FEATURE_NAMES})"
+            f"{problem} (newest-minute, all, or names of {FEATURE_NAMES})"
         )
     return names
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from service.analysis.calibration import Calibration
+from service.analysis.features import feature_columns, feature_list_problem
 from service.analysis.predictor import ModelInfo
 from service.errors import ModelBundleError
 from service.model.numpy_network import NumpyNetwork
@@ -87,7 +88,7 @@ def load_bundle(directory: Path, service_features: tuple[str, ...]) -> ModelBund
         created=str(card["created"]),
     )
     names = tuple(card["feature_names"])
-    columns = np.array([service_features.index(name) for name in names])
+    columns = np.array(feature_columns(names, service_features))
     return ModelBundle(info, names, columns, scaler, network, card, calibration)
 
 
@@ -124,10 +125,8 @@ def _verify(
         problem = (
             f"{MODEL_FILE} sha256 {digest[:12]}... differs from the card's {card['sha256'][:12]}..."
         )
-    elif unknown := [name for name in card["feature_names"] if name not in service_features]:
-        problem = f"features this nettel does not compute: {unknown[:5]}; retrain with this version"
-    elif len(set(card["feature_names"])) != len(card["feature_names"]):
-        problem = "the card names a feature twice"
+    elif listed := feature_list_problem(tuple(card["feature_names"]), service_features):
+        problem = f"{listed}; retrain with this version"
     elif scaler.feature_names != tuple(card["feature_names"]) or network.input_width != len(
         card["feature_names"]
     ):

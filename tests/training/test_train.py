@@ -133,9 +133,10 @@ def test_train_inputs_are_presets_or_feature_names() -> None:
     assert parse("train", "--inputs", "newest-minute").inputs == DEFAULT_INPUTS
     chosen = parse("train", "--inputs", "newest_loss, delay_gradient").inputs
     assert chosen == ("newest_loss", "delay_gradient")
-    with pytest.raises(SystemExit):
-        parse("train", "--inputs", "newest_loss,delay_p99")
-    with pytest.raises(ValueError, match="distinct feature names"):
+    for refused in ("newest_loss,delay_p99", "newest_loss,newest_loss", ","):
+        with pytest.raises(SystemExit):
+            parse("train", "--inputs", refused)
+    with pytest.raises(ValueError, match="newest_loss is named twice"):
         TrainOptions(inputs=("newest_loss", "newest_loss"))
 
 
