@@ -44,6 +44,7 @@ from service.broker.lease import Lease, LeaseTiming, OwnTokens, Role, Transition
 from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
 from service.config import BrokerFlavour
+from service.lifecycle import BackgroundLoop
 
 #: Token gaps are drawn from interval x [1 - TOKEN_JITTER, 1 + TOKEN_JITTER].
 TOKEN_JITTER = 0.25
@@ -100,6 +101,8 @@ class _Tokens(stomp.ConnectionListener):
 class BrokerElection:
     """This replica's part in electing the group's one telemetry publisher."""
 
+    name = "ha-election"
+
     def __init__(
         self,
         access: BrokerAccess,
@@ -135,8 +138,8 @@ class BrokerElection:
             log=self._log,
             log_extra={"group": group},
         )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ha-election", daemon=True)
+        self._next_token = 0.0
+        self._loop = BackgroundLoop(self.name, self._step, timing.interval / 4)
 
     @property
     def role(self) -> Role:
@@ -159,12 +162,11 @@ class BrokerElection:
 
     def start(self) -> None:
         self._link.start()
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Step down and leave the group: the broker hands the lease queue to another replica."""
-        self._stop.set()
-        self._thread.join(timeout)
+        self._loop.stop(timeout)
         self._link.stop(timeout)
         self._changed(self._lease_call(self._lease.connection_lost))
 
@@ -187,21 +189,19 @@ class BrokerElection:
                 extra={"group": self.group, "queue": lease_destination(self.group, self._flavour)},
             )
 
-    def _run(self) -> None:
-        tick = self._timing.interval / 4
-        next_token = 0.0
-        while not self._stop.is_set():
-            connection = self._link.connection
-            if connection is None:
-                self._changed(self._lease_call(self._lease.connection_lost))
-            else:
-                self._follow_eligibility(connection)
-                self._changed(self._lease_call(self._lease.tick))
-                if time.monotonic() >= next_token:
-                    self._send_tokens(connection)
-                    gap = self._timing.interval * random.uniform(1 - TOKEN_JITTER, 1 + TOKEN_JITTER)
-                    next_token = time.monotonic() + gap
-            self._stop.wait(tick)
+    def _step(self) -> None:
+        """Every quarter lease interval: follow the connection and eligibility, tick the lease,
+        and send this replica's tokens when due."""
+        connection = self._link.connection
+        if connection is None:
+            self._changed(self._lease_call(self._lease.connection_lost))
+            return
+        self._follow_eligibility(connection)
+        self._changed(self._lease_call(self._lease.tick))
+        if time.monotonic() >= self._next_token:
+            self._send_tokens(connection)
+            gap = self._timing.interval * random.uniform(1 - TOKEN_JITTER, 1 + TOKEN_JITTER)
+            self._next_token = time.monotonic() + gap
 
     def _follow_eligibility(self, connection: BufferedConnection12) -> None:
         """Join the lease queue when eligible; leave it after `timeout` of not being eligible."""

@@ -37,6 +37,7 @@ from stomp.exception import StompException
 
 from service.broker.stomp_transport import BufferedConnection12
 from service.config import Address
+from service.lifecycle import BackgroundLoop
 
 #: How often a connected link checks its socket, in case stomp.py's events were missed.
 CHECK_SECONDS = 1.0
@@ -139,14 +140,11 @@ class BrokerLink:
         self._lock = threading.Lock()  # the connection and the time accounting
         self._connection: BufferedConnection12 | None = None  # the newest, until closed
         self._up = threading.Event()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
         self._down_since: float | None = time.monotonic()
         self._down_total = 0.0
         self._connections = 0
-        self._thread = threading.Thread(
-            target=self._supervise, name=f"{label.replace(' ', '-')}-link", daemon=True
-        )
+        self._failures = 0  # connect attempts failed in a row
+        self._loop = BackgroundLoop(f"{label.replace(' ', '-')}-link", self._supervise)
 
     @property
     def connected(self) -> bool:
@@ -182,30 +180,27 @@ class BrokerLink:
                 return
             self._mark_down()
         self._log.warning(f"{self._label} connection lost", extra=self._log_extra)
-        self._wake.set()
+        self._loop.wake()
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop reconnecting and disconnect; waits at most `timeout` for an attempt under way."""
-        self._stopping.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        self._loop.stop(timeout)
         self._close()
 
     def _supervise(self) -> None:
-        failures = 0
-        while not self._stopping.is_set():
-            self._wake.clear()
-            if not self._up.is_set():
-                failures = 0 if self._connect() else failures + 1
-            elif (connection := self._connection) is not None and not connection.is_connected():
-                self.report_lost(connection)  # gone without a word from stomp.py
-                continue
-            pause = backoff_seconds(failures, self._max_backoff) if failures else CHECK_SECONDS
-            self._wake.wait(pause)
+        """The supervisor's step: connect when down (backing off after failures), else check."""
+        if not self._up.is_set():
+            self._failures = 0 if self._connect() else self._failures + 1
+        elif (connection := self._connection) is not None and not connection.is_connected():
+            self.report_lost(connection)  # gone without a word from stomp.py
+            self._loop.pause_next(0)
+            return
+        failures = self._failures
+        pause = backoff_seconds(failures, self._max_backoff) if failures else CHECK_SECONDS
+        self._loop.pause_next(pause)
 
     def _connect(self) -> bool:
         self._close()
@@ -245,7 +240,7 @@ class BrokerLink:
             )
             return False
         with self._lock:
-            stopped = self._stopping.is_set()  # stop() gave up waiting for this attempt
+            stopped = self._loop.stopping  # stop() gave up waiting for this attempt
             if not stopped:
                 self._connection = connection
                 self._mark_up()

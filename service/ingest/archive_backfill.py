@@ -28,6 +28,7 @@ from service.errors import RejectedInput, RejectReason
 from service.ingest.archive_client import MAX_PAGE_SIZE, ArchiveClient, ArchiveUnavailable
 from service.ingest.parser_processes import ParserProcesses
 from service.ingest.reject_log import RateLimitedRejectLog
+from service.lifecycle import BackgroundLoop
 from service.parse.archive import ArchiveBody, ArchiveSeries, build_bodies, parse_metadata
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import ParseInput, ParseResult, parse_messages
@@ -130,6 +131,8 @@ class _LinkRead:
 class ArchiveBackfill:
     """Runs once, on its own thread (`start`) or the caller's (`run`); thread-safe to read."""
 
+    name = "archive-backfill"
+
     def __init__(
         self,
         state: LinkState,
@@ -152,16 +155,15 @@ class ArchiveBackfill:
         self._report = BackfillReport()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.run, name="archive-backfill", daemon=True)
+        self._loop = BackgroundLoop.once(self.name, self.run)
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop reading (what was read is applied) and wait for the backfill thread."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        self._loop.join(timeout)
 
     def report(self) -> BackfillReport:
         with self._lock:
@@ -199,10 +201,8 @@ class ArchiveBackfill:
         finally:
             if children is not None:
                 children.stop()
-            idle = threading.Thread(
-                target=_close_when_idle, args=(archive, listings, reads), daemon=True
-            )
-            idle.start()
+            closer = partial(_close_when_idle, archive, listings, reads)
+            BackgroundLoop.once("backfill-close", closer).start()
             self._finish()
         return self.report()
 
@@ -369,12 +369,9 @@ class _Reads(Generic[_T]):
         self.done: queue.SimpleQueue[_T | ArchiveUnavailable] = queue.SimpleQueue()
         self._calls: queue.SimpleQueue[Callable[[], _T] | None] = queue.SimpleQueue()
         self._ended = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._work, name="backfill-read", daemon=True)
-            for _ in range(count)
-        ]
-        for thread in self.threads:
-            thread.start()
+        self.workers = [BackgroundLoop.once("backfill-read", self._work) for _ in range(count)]
+        for worker in self.workers:
+            worker.start()
 
     def put(self, call: Callable[[], _T]) -> None:
         self._calls.put(call)
@@ -382,7 +379,7 @@ class _Reads(Generic[_T]):
     def end(self) -> None:
         """Drop the calls not started; each thread ends once its running call does."""
         self._ended.set()
-        for _ in self.threads:
+        for _ in self.workers:
             self._calls.put(None)
 
     def _work(self) -> None:
@@ -403,6 +400,6 @@ def _close_when_idle(archive: ArchiveClient, *reads: _Reads[Any]) -> None:
     for one in reads:
         one.end()
     for one in reads:
-        for thread in one.threads:
-            thread.join()
+        for worker in one.workers:
+            worker.join(timeout=None)
     archive.close()

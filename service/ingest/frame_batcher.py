@@ -21,6 +21,7 @@ from typing import Any
 
 from service.broker.ack_token import AckToken
 from service.ingest.pipeline import Frame
+from service.lifecycle import BackgroundLoop
 
 _STOP = object()
 #: Prepared batches waiting for the apply stage; one in hand plus one waiting is enough overlap.
@@ -62,14 +63,14 @@ class FrameBatcher:
         self._receiver_waits = False
         self._prepared: queue.Queue[Any] = queue.Queue(_HANDOFF_BATCHES)
         self._log = log or logging.getLogger("nettel.ingest")
-        self._threads = [
-            threading.Thread(target=self._parse_stage, name="ingest-parse", daemon=True),
-            threading.Thread(target=self._apply_stage, name="ingest-apply", daemon=True),
+        self._stages = [
+            BackgroundLoop.once("ingest-parse", self._parse_stage),
+            BackgroundLoop.once("ingest-apply", self._apply_stage),
         ]
 
     def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
+        for stage in self._stages:
+            stage.start()
 
     def queued(self) -> int:
         """Received frames not yet taken by the parse stage."""
@@ -106,8 +107,8 @@ class FrameBatcher:
         """Apply everything already queued, then end both stages."""
         self._frames.append(_STOP)
         self._arrived.set()
-        for thread in self._threads:
-            thread.join(timeout)
+        for stage in self._stages:
+            stage.join(timeout)
 
     def _parse_stage(self) -> None:
         while True:

@@ -14,13 +14,13 @@ completed back-fill is thus in the matrix about `freshness` seconds after its la
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
 from service.config import EmpiricalFilterInput
+from service.lifecycle import BackgroundLoop
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.memory import FreeMemoryReleaser
 from service.state.link_state import LinkState
@@ -38,6 +38,8 @@ def recompute_gap(freshness: float, last_seconds: float, last_cpu_seconds: float
 
 class MatrixCycle:
     """Owns the latest immutable CostMatrix; readers just read `latest` (one reference swap)."""
+
+    name = "matrix-cycle"
 
     def __init__(
         self,
@@ -66,16 +68,14 @@ class MatrixCycle:
         self._behind = behind
         self._empirical_filter: EmpiricalFilterInput = empirical_filter
         self._log = log or logging.getLogger("nettel.cycle")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="matrix-cycle", daemon=True)
+        self._loop = BackgroundLoop.once(self.name, self._run)
         self._stored_at_last_cycle = -1
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout)
+        self._loop.stop(timeout)
 
     @property
     def serve_seconds(self) -> float:
@@ -113,7 +113,7 @@ class MatrixCycle:
 
     def _run(self) -> None:
         last_start = float("-inf")
-        while not self._stop.wait(TICK_SECONDS):
+        while not self._loop.wait(TICK_SECONDS):
             now = time.monotonic()
             behind = self._behind()
             since = now - last_start

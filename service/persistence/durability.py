@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from service.broker.ack_token import AckToken
 from service.ingest.pipeline import Frame, IngestPipeline, ParsedFrames
+from service.lifecycle import BackgroundLoop
 from service.persistence.journal import Journal
 from service.persistence.snapshot_codec import encode_state
 from service.persistence.snapshot_store import SnapshotStore
@@ -39,6 +40,11 @@ def acknowledge_nothing(tokens: Iterable[AckToken]) -> int:
 
 
 class Persistence:
+    """Journals each applied batch before acknowledging it, and snapshots the state every
+    `interval` seconds (and at stop)."""
+
+    name = "persistence"
+
     def __init__(
         self,
         pipeline: IngestPipeline,
@@ -54,15 +60,13 @@ class Persistence:
         self._pipeline = pipeline
         self._journal = journal
         self._acknowledge = acknowledge
-        self._interval = interval
         self._log = log or logging.getLogger("nettel.snapshot")
         self._write_lock = threading.Lock()
         self._ack_lock = threading.Lock()
         self._holding_acks = False
         self._held_acks: list[AckToken] = []
         self._journal_failed_since_capture = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="state-snapshots", daemon=True)
+        self._loop = BackgroundLoop(self.name, self._snapshot_quietly, interval, wait_first=True)
 
     def replay_journal(self) -> int:
         """Apply the journaled frames the restored snapshot may lack; returns how many."""
@@ -108,13 +112,11 @@ class Persistence:
         return True
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop the schedule and write a final snapshot."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._loop.stop(timeout=None)
         self.snapshot()
         self._journal.close()
 
@@ -155,9 +157,9 @@ class Persistence:
             frames.clear()
         return count
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.snapshot()
-            except OSError:
-                self._log.exception("state snapshot failed; the journal keeps growing")
+    def _snapshot_quietly(self) -> None:
+        """The schedule's step: a failed snapshot is logged, the next one tried."""
+        try:
+            self.snapshot()
+        except OSError:
+            self._log.exception("state snapshot failed; the journal keeps growing")

@@ -39,6 +39,7 @@ from stomp.exception import StompException
 
 from service.broker.link import BrokerAccess, BrokerLink
 from service.broker.stomp_transport import BufferedConnection12
+from service.lifecycle import BackgroundLoop
 from service.matrix.link_record import LinkKey, LinkRecord, link_key
 from service.matrix.snapshot import CostMatrix
 
@@ -164,6 +165,8 @@ class _BatchQueue:
 class TelemetryPublisher:
     """Matrix observer that publishes changed links to `topic` from its own thread."""
 
+    name = "telemetry-publisher"
+
     def __init__(
         self,
         access: BrokerAccess,
@@ -191,8 +194,7 @@ class TelemetryPublisher:
             log=self._log,
             log_extra={"topic": topic},
         )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="telemetry-publisher", daemon=True)
+        self._loop = BackgroundLoop(self.name, self._send_next)
 
     def observe(self, previous: CostMatrix | None, current: CostMatrix) -> None:
         """Matrix observer (cycle thread): queue the links changed since the last publication."""
@@ -210,24 +212,23 @@ class TelemetryPublisher:
 
     def start(self) -> None:
         self._link.start()
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout)
+        self._loop.stop(timeout)
         self._link.stop(timeout)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            batch = self._queue.peek(timeout=0.5)
-            if batch is None:
-                continue
-            if not self._publishes():  # stepped down since it was queued
-                self._queue.done(batch)
-                continue
-            connection = self._link.wait_connected(timeout=0.5)
-            if connection is not None and self._send(connection, batch):
-                self._queue.done(batch)
+    def _send_next(self) -> None:
+        """The publisher thread's step: send the oldest batch once connected (waits <= 1 s)."""
+        batch = self._queue.peek(timeout=0.5)
+        if batch is None:
+            return
+        if not self._publishes():  # stepped down since it was queued
+            self._queue.done(batch)
+            return
+        connection = self._link.wait_connected(timeout=0.5)
+        if connection is not None and self._send(connection, batch):
+            self._queue.done(batch)
 
     def _send(self, connection: BufferedConnection12, batch: Batch) -> bool:
         try:

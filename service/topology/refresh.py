@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from service.errors import ConfigError
+from service.lifecycle import BackgroundLoop
 from service.topology.layouts import PSCONFIG_SITE_KEY
 from service.topology.loading import LoadedTopology, load_topology
 from service.topology.topology import Topology
@@ -42,6 +43,8 @@ class TopologyRefresher:
     """Owns the served topology of `state`; `refresh()` re-reads it, `request()` asks the
     refresh thread to (SIGHUP), and the thread also does so every `interval` s (0: never)."""
 
+    name = "topology-refresh"
+
     def __init__(
         self,
         state: MappedLinks,
@@ -60,27 +63,21 @@ class TopologyRefresher:
         self.last_lock_seconds = 0.0
         self._state = state
         self._source = source
-        self._interval = interval
         self._site_key = site_key
         self._load = load
         self._log = log or logging.getLogger("nettel.topology")
-        self._requested = threading.Event()
-        self._stopping = threading.Event()
         self._refreshing = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="topology-refresh", daemon=True)
+        self._loop = BackgroundLoop(self.name, self.refresh, interval or None, wait_first=True)
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stopping.set()
-        self._requested.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        self._loop.stop(timeout)
 
     def request(self) -> None:
         """Refresh soon, on the refresh thread (never blocks: safe from a signal handler)."""
-        self._requested.set()
+        self._loop.wake()
 
     def refresh(self) -> bool:
         """Re-read the source and swap it in; False (old mapping kept) when it cannot be used."""
@@ -102,13 +99,6 @@ class TopologyRefresher:
             self.outcomes["ok"] += 1
         log_loaded(self._log, loaded, self._state, self.last_lock_seconds)
         return True
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            self._requested.wait(self._interval or None)
-            self._requested.clear()
-            if not self._stopping.is_set():
-                self.refresh()
 
 
 def log_loaded(

@@ -69,10 +69,9 @@ def test_a_batch_queued_before_a_step_down_is_dropped_unsent():
     telemetry = publisher(election)
     telemetry.observe(None, make_matrix([A]))
     election.leader = False
-    telemetry._thread.start()  # the sender thread, without a broker connection
+    telemetry._loop.start()  # the sender thread, without a broker connection
     deadline = time.monotonic() + 5
     while telemetry._queue.peek(0) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert telemetry._queue.peek(0) is None
-    telemetry._stop.set()
-    telemetry._thread.join(5)
+    telemetry._loop.stop(5)

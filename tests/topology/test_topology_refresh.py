@@ -298,7 +298,7 @@ def test_the_refresh_thread_runs_on_request_and_every_interval(tmp_path: Path) -
     periodic.start()
     wait_until(lambda: periodic.outcomes["ok"] >= 3)
     periodic.stop()
-    assert not periodic._thread.is_alive()
+    assert not periodic._loop.alive
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:

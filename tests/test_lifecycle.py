@@ -1,0 +1,70 @@
+"""The background loop every running part works on, and the runtime's ordered parts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from service.lifecycle import BackgroundLoop, Hooks
+
+
+def test_a_loop_steps_every_interval_until_stopped() -> None:
+    steps: list[float] = []
+    loop = BackgroundLoop("test-loop", lambda: steps.append(time.monotonic()), interval=0.02)
+    loop.start()
+    deadline = time.monotonic() + 5
+    while len(steps) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.stop()
+    assert len(steps) >= 3 and not loop.alive
+    assert loop.stopping
+
+
+def test_a_woken_loop_steps_at_once_and_waits_first_when_asked() -> None:
+    stepped = threading.Event()
+    loop = BackgroundLoop("test-wake", stepped.set, interval=None, wait_first=True)
+    loop.start()
+    assert not stepped.wait(0.1)  # waits for a wake-up, not a step at start
+    loop.wake()
+    assert stepped.wait(5)
+    loop.stop()
+    assert not loop.alive
+
+
+def test_a_step_sets_its_next_pause() -> None:
+    steps: list[int] = []
+
+    def step() -> None:
+        steps.append(1)
+        loop.pause_next(None if len(steps) == 2 else 0)
+
+    loop = BackgroundLoop("test-pause", step, interval=60)
+    loop.start()
+    deadline = time.monotonic() + 5
+    while len(steps) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert len(steps) == 2  # the second step asked to wait for a wake-up
+    loop.stop()
+
+
+def test_once_runs_a_call_on_its_own_thread_and_ends() -> None:
+    ran_on: list[str] = []
+    loop = BackgroundLoop.once("test-once", lambda: ran_on.append(threading.current_thread().name))
+    loop.start()
+    loop.join()
+    assert ran_on == ["test-once"] and not loop.alive
+
+
+def test_stopping_a_loop_that_never_started_does_nothing() -> None:
+    BackgroundLoop("never", lambda: None).stop()
+
+
+def test_hooks_call_what_they_were_given() -> None:
+    calls: list[str] = []
+    hooks = Hooks(
+        "test", on_start=lambda: calls.append("start"), on_stop=lambda: calls.append("stop")
+    )
+    hooks.start()
+    hooks.stop()
+    assert calls == ["start", "stop"]
