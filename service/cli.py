@@ -130,11 +130,12 @@ def _run_serve(args: argparse.Namespace) -> int:
         log.info("histogram scanner: C extension", extra=scanner)
     else:
         log.warning("histogram scanner: Python, C extension not built (slower)", extra=scanner)
-    app = create_app(build_runtime(settings), lifespan=service_lifespan)
+    runtime = build_runtime(settings)
+    app = create_app(runtime, lifespan=service_lifespan)
     relax_garbage_collection()
     host, port = settings.listen
     log.info("serving", extra={"url": f"http://{host}:{port}"})
-    serve_http(app, listener, app.state.http_guard, settings.trusted_proxies)
+    serve_http(app, listener, runtime.http_guard, settings.trusted_proxies)
     return 0
 
 

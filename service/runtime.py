@@ -1,4 +1,6 @@
-"""Composition root of `nettel serve`: state, ingest, the matrix cycle, model and broker link."""
+"""Composition root of `nettel serve`: builds every part (state, ingest, the matrix cycle, model,
+persistence, broker links, publishers and the metrics registry) and holds the running ones in one
+ordered list (`running_parts`): started in order, stopped in reverse."""
 
 from __future__ import annotations
 
@@ -6,6 +8,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+
+from prometheus_client import CollectorRegistry
 
 from service.analysis.predictor import ModelInfo
 from service.broker.election import BrokerElection
@@ -23,6 +28,7 @@ from service.ingest.pipeline import IngestPipeline
 from service.ingest.pscheduler_http import PschedulerIntake
 from service.ingest.rate_limit import ClientRateLimiter
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
+from service.lifecycle import Component, Hooks
 from service.matrix.cycle import MatrixCycle
 from service.model.slot import ModelSlot
 from service.parse.limits import InputLimits
@@ -32,6 +38,21 @@ from service.persistence.journal import Journal
 from service.persistence.snapshot_store import SnapshotStore
 from service.persistence.state_dir_lock import StateDirLock
 from service.persistence.warm_start import WarmOutcome, WarmSource, warm_start
+from service.publish.http_guard import HttpGuard, http_limits
+from service.publish.metrics.backfill import BackfillCollector
+from service.publish.metrics.broker import BrokerCollector
+from service.publish.metrics.build import BuildCollector
+from service.publish.metrics.election import ElectionCollector
+from service.publish.metrics.http import HttpCollector, register_stream_gauge
+from service.publish.metrics.ingest import IngestCollector
+from service.publish.metrics.links import LinkStateCollector
+from service.publish.metrics.matrix import register_matrix_metrics
+from service.publish.metrics.model import register_model_metrics
+from service.publish.metrics.persistence import PersistenceCollector
+from service.publish.metrics.topology import TopologyCollector
+from service.publish.metrics.warm_start import WarmStartCollector
+from service.publish.publishers import Publishers, build_publishers
+from service.publish.telemetry import TelemetryPublisher
 from service.state.link_state import LinkState
 from service.state.retirement import LinkRetirement
 from service.topology.loading import LoadedTopology, load_topology
@@ -41,7 +62,7 @@ from service.topology.topology import Topology
 
 @dataclass
 class Runtime:
-    """The running service's parts; started and stopped by the HTTP app's lifespan."""
+    """The service's parts, built by `build_runtime`; `start()` / `stop()` run `parts`."""
 
     settings: Settings
     state: LinkState
@@ -68,30 +89,38 @@ class Runtime:
     #: The /admin bearer token, read at start and on SIGHUP (None: admin endpoints disabled).
     admin_token: str | None = None
     started_at: float = field(default_factory=time.time)
+    #: The SSE streams, broker telemetry and per-snapshot views (set by `build_runtime`).
+    publishers: Publishers = field(init=False)
+    #: The HTTP front door's limits and counts (set by `build_runtime`).
+    http_guard: HttpGuard = field(init=False)
+    #: /metrics: one collector per part (set by `build_runtime`).
+    registry: CollectorRegistry = field(init=False)
+    #: What runs, in start order (set by `build_runtime`; see `running_parts`).
+    parts: list[Component] = field(init=False)
 
     def start(self) -> None:
-        if self.warm is not None:
-            self._take_warm_state(self.warm)  # starts the source
-        self.cycle.start()
-        if self.persistence is not None:
-            self.persistence.start()
-        self.batcher.start()
-        if self.warm is None and self.source is not None:
-            self.source.start()
-        if self.backfill is not None:
-            self.backfill.start()
-        if self.topology is not None:
-            self.topology.start()
-        if self.election is not None:
-            self.election.start()
+        """Start `parts` in order; when one fails, stop those started (in reverse) and raise."""
+        started: list[Component] = []
+        try:
+            for part in self.parts:
+                part.start()
+                started.append(part)
+        except BaseException:
+            for part in reversed(started):
+                part.stop()
+            raise
 
-    def _take_warm_state(self, warm: WarmSource) -> None:
-        """--warm-from: subscribe first (frames wait in the batcher, not yet started), then take
-        the peer's state and replay our journal onto it. What is published meanwhile is not
-        missed, and what the peer's state already holds is applied again, which stores the same
-        minute in the same slot: no datapoint counts twice."""
-        if self.source is not None:
-            self.source.start()
+    def stop(self) -> None:
+        """Stop `parts` in reverse: stop consuming, snapshot what was applied (acknowledging
+        it), disconnect, then end the publishers."""
+        for part in reversed(self.parts):
+            part.stop()
+
+    def take_warm_state(self, warm: WarmSource) -> None:
+        """--warm-from, once subscribed (frames wait in the batcher, not yet started): take the
+        peer's state and replay our journal onto it. What is published meanwhile is not missed,
+        and what the peer's state already holds is applied again, which stores the same minute
+        in the same slot: no datapoint counts twice."""
         loaded, self.warm_outcome = warm_start(warm, self.state.index.topology)
         if loaded is not None:
             self.state.adopt(loaded)
@@ -106,27 +135,6 @@ class Runtime:
             return
         with self.admission.replaying():
             persistence.replay_journal()
-
-    def stop(self) -> None:
-        """Stop consuming, snapshot what was applied (acknowledging it), then disconnect."""
-        if self.election is not None:
-            self.election.stop()  # first: another replica takes over publishing
-        if self.backfill is not None:
-            self.backfill.stop()
-        if self.source is not None:
-            self.source.pause()
-        self.batcher.stop()
-        self.cycle.stop()
-        if self.persistence is not None:
-            self.persistence.stop()
-        if self.source is not None:
-            self.source.stop()
-        if self.parsers is not None:
-            self.parsers.stop()
-        if self.topology is not None:
-            self.topology.stop()
-        if self.state_dir_lock is not None:
-            self.state_dir_lock.release()
 
     def reload_model(self) -> ModelInfo:
         """Re-read the model bundle without touching link state; ModelBundleError keeps the old."""
@@ -247,7 +255,88 @@ def build_runtime(settings: Settings) -> Runtime:
         admin_token=settings.admin_bearer_token(),
     )
     runtime.election = build_election(settings, eligible=lambda: runtime.ready()[0])
+    runtime.http_guard = HttpGuard(http_limits(settings))
+    telemetry = telemetry_publisher(settings, runtime.publishes_telemetry)
+    runtime.publishers = build_publishers(
+        settings, cycle, lambda: state.index.topology, telemetry, runtime.http_guard
+    )
+    runtime.registry = metrics_registry(runtime)
+    runtime.parts = running_parts(runtime)
     return runtime
+
+
+def running_parts(runtime: Runtime) -> list[Component]:
+    """What runs, in start order; stopped in reverse, which is the order that matters:
+
+    election first (another replica takes over publishing), backfill, ingest paused, the
+    batcher (applies what is queued), the cycle, persistence (its final snapshot acknowledges
+    what was applied, over the still open subscription), the subscription, parser processes,
+    topology refresh, the --state-dir lock, and last the publishers (SSE streams ended,
+    telemetry stopped). At start the subscription comes before --warm-from takes the peer's
+    state, and both before the batcher: frames published meanwhile wait, none is missed."""
+    source, warm = runtime.source, runtime.warm
+    lock, parsers = runtime.state_dir_lock, runtime.parsers
+    candidates: list[Component | None] = [
+        runtime.publishers,
+        None if lock is None else Hooks("state-dir lock", on_stop=lock.release),
+        runtime.topology,
+        None if parsers is None else Hooks("parser processes", on_stop=parsers.stop),
+        None if source is None else Hooks("subscription", source.start, source.stop),
+        None if warm is None else Hooks("warm start", partial(runtime.take_warm_state, warm)),
+        runtime.persistence,
+        runtime.cycle,
+        runtime.batcher,
+        None if source is None else Hooks("ingest pause", on_stop=source.pause),
+        runtime.backfill,
+        runtime.election,
+    ]
+    return [part for part in candidates if part is not None]
+
+
+def metrics_registry(runtime: Runtime) -> CollectorRegistry:
+    """/metrics: each part's collector, registered beside the part (those it lacks are not)."""
+    registry = CollectorRegistry()
+
+    def started_at() -> float:
+        return runtime.started_at
+
+    registry.register(BuildCollector())
+    registry.register(
+        IngestCollector(runtime.pipeline, runtime.batcher, runtime.backfill, started_at)
+    )
+    registry.register(LinkStateCollector(runtime.state, runtime.settings.max_links))
+    registry.register(WarmStartCollector(lambda: runtime.warm_outcome))
+    if runtime.source is not None:
+        registry.register(BrokerCollector(runtime.source))
+    registry.register(ElectionCollector(runtime.election, runtime.publishes_telemetry))
+    publishers = runtime.publishers
+    top = runtime.settings.metrics_top_site_pairs
+    register_matrix_metrics(registry, runtime.cycle, top, publishers.site_links)
+    if runtime.persistence is not None:
+        registry.register(PersistenceCollector(runtime.persistence, started_at))
+    registry.register(BackfillCollector(runtime.backfill))
+    if runtime.topology is not None:
+        registry.register(TopologyCollector(runtime.topology))
+    if runtime.model is not None:
+        register_model_metrics(registry, runtime.model)
+    registry.register(HttpCollector(runtime.http_guard))
+    register_stream_gauge(registry, publishers.stream_counts())
+    return registry
+
+
+def telemetry_publisher(
+    settings: Settings, publishes: Callable[[], bool]
+) -> TelemetryPublisher | None:
+    """The broker telemetry publisher (None unless telemetry is enabled); it sends while
+    `publishes`."""
+    if not settings.telemetry_enabled:
+        return None
+    return TelemetryPublisher(
+        broker_access(settings),
+        settings.telemetry_topic,
+        min_interval=settings.interval,
+        publishes=publishes,
+    )
 
 
 def bus_source(

@@ -1,11 +1,16 @@
-"""The background loop every running part works on, and the runtime's ordered parts."""
+"""The background loop the running parts work on, and the runtime's ordered list of parts."""
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
+import pytest
+
+from service.config import Settings
 from service.lifecycle import BackgroundLoop, Hooks
+from service.runtime import Runtime, build_runtime
 
 
 def test_a_loop_steps_every_interval_until_stopped() -> None:
@@ -68,3 +73,67 @@ def test_hooks_call_what_they_were_given() -> None:
     hooks.start()
     hooks.stop()
     assert calls == ["start", "stop"]
+
+
+def every_part(tmp_path: Path) -> Runtime:
+    """A runtime with every optional part (nothing is started or connected)."""
+    topology = tmp_path / "topology.yaml"
+    topology.write_text("CERN: [psl01-gva.cern.ch]\n")
+    return build_runtime(
+        Settings(
+            model="none",
+            brokers="127.0.0.1:1",
+            state_dir=tmp_path / "state",
+            topology=str(topology),
+            parse_processes=1,
+            warm_from="http://127.0.0.1:1",
+            backfill_from="http://127.0.0.1:1/esmond",
+            ha_group="group",
+        )
+    )
+
+
+def test_the_runtime_holds_every_part_in_start_order(tmp_path: Path) -> None:
+    runtime = every_part(tmp_path)
+    try:
+        assert [part.name for part in runtime.parts] == [
+            "publishers",
+            "state-dir lock",
+            "topology-refresh",
+            "parser processes",
+            "subscription",
+            "warm start",
+            "persistence",
+            "matrix-cycle",
+            "frame-batcher",
+            "ingest pause",
+            "archive-backfill",
+            "ha-election",
+        ]
+    finally:
+        assert runtime.parsers is not None and runtime.state_dir_lock is not None
+        runtime.parsers.stop()
+        runtime.state_dir_lock.release()
+
+
+def test_parts_start_in_order_stop_in_reverse_and_a_failed_start_stops_those_started() -> None:
+    runtime = build_runtime(Settings(model="none", publish_telemetry=False))
+    calls: list[str] = []
+
+    def part(name: str, fails: bool = False) -> Hooks:
+        def start() -> None:
+            if fails:
+                raise RuntimeError(name)
+            calls.append(f"start {name}")
+
+        return Hooks(name, on_start=start, on_stop=lambda: calls.append(f"stop {name}"))
+
+    runtime.parts = [part("a"), part("b")]
+    runtime.start()
+    runtime.stop()
+    assert calls == ["start a", "start b", "stop b", "stop a"]
+    calls.clear()
+    runtime.parts = [part("a"), part("b"), part("c", fails=True), part("d")]
+    with pytest.raises(RuntimeError, match="c"):
+        runtime.start()
+    assert calls == ["start a", "start b", "stop b", "stop a"]

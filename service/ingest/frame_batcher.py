@@ -40,6 +40,8 @@ class FrameBatcher:
     per message at full rate); the parse stage is woken by an event, once per batch.
     """
 
+    name = "frame-batcher"
+
     def __init__(
         self,
         prepare: Callable[[Sequence[Frame]], Any],

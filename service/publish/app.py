@@ -1,7 +1,8 @@
-"""The app factory: routes and what they depend on, over one runtime; no lifecycle here.
+"""The app factory: routes over one runtime, which built everything they read; nothing else here.
 
 Start and stop belong to a lifespan (`service.publish.lifespan`), passed in by the caller:
-`nettel serve` gives `service_lifespan`; tests give none or `publishers_lifespan`.
+`nettel serve` gives `service_lifespan`; tests give none or `publishers_lifespan`. Building a
+second app over the same runtime adds nothing to it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from service.build_info import package_version
 from service.ingest.pscheduler_http import PschedulerIngest
 from service.publish import dependencies, rest
 from service.publish.alto.router import build_alto_router
-from service.publish.http_guard import HttpGuard, http_limits
-from service.publish.metrics import build_registry
-from service.publish.publishers import build_ecosystem
 from service.publish.rucio import build_rucio_router
 from service.publish.stream import build_stream_router
 from service.publish.web import add_redoc, add_web_view
@@ -43,11 +41,6 @@ def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
         swagger_ui_parameters={"validatorUrl": None},  # no badge from validator.swagger.io
     )
     app.state.runtime = runtime
-    app.state.http_guard = guard = HttpGuard(http_limits(runtime.settings))
-    app.state.ecosystem = ecosystem = build_ecosystem(runtime, guard)
-    app.state.registry = build_registry(
-        runtime, ecosystem.site_links, ecosystem.stream_counts(), guard
-    )
     app.include_router(rest.router)
     app.include_router(build_alto_router(dependencies.alto_view, dependencies.get_alto_updates))
     app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))

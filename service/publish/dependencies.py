@@ -1,6 +1,6 @@
 """What routes take from the running service, as FastAPI dependencies.
 
-`create_app` puts the runtime, the publishers and the metrics registry on `app.state`; routes
+`create_app` puts the runtime (with its publishers and metrics registry) on `app.state`; routes
 declare what they need with the aliases below, so a test can replace any of them through
 `app.dependency_overrides` (e.g. `latest_matrix` with a hand-built snapshot). The ones that
 only read an attribute are `async`, so FastAPI runs them on the event loop rather than sending
@@ -19,7 +19,7 @@ from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.publish.alto.updates import AltoUpdates
 from service.publish.alto.view import AltoView
-from service.publish.publishers import Ecosystem
+from service.publish.publishers import Publishers
 from service.publish.stream import MatrixStream
 from service.runtime import Runtime
 
@@ -29,18 +29,18 @@ async def get_runtime(request: Request) -> Runtime:
     return runtime
 
 
-async def get_ecosystem(request: Request) -> Ecosystem:
-    ecosystem: Ecosystem = request.app.state.ecosystem
-    return ecosystem
-
-
-async def get_registry(request: Request) -> CollectorRegistry:
-    registry: CollectorRegistry = request.app.state.registry
-    return registry
-
-
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-EcosystemDep = Annotated[Ecosystem, Depends(get_ecosystem)]
+
+
+async def get_publishers(runtime: RuntimeDep) -> Publishers:
+    return runtime.publishers
+
+
+async def get_registry(runtime: RuntimeDep) -> CollectorRegistry:
+    return runtime.registry
+
+
+PublishersDep = Annotated[Publishers, Depends(get_publishers)]
 
 
 #: Before the first matrix: the first one follows the first data within about --interval (10 s).
@@ -59,23 +59,23 @@ async def latest_matrix(runtime: RuntimeDep) -> CostMatrix:
 LatestMatrix = Annotated[CostMatrix, Depends(latest_matrix)]
 
 
-def site_links(matrix: LatestMatrix, ecosystem: EcosystemDep) -> Sequence[LinkRecord]:
+def site_links(matrix: LatestMatrix, publishers: PublishersDep) -> Sequence[LinkRecord]:
     """The latest matrix aggregated by site pair (built once per snapshot)."""
-    return ecosystem.site_links(matrix)
+    return publishers.site_links(matrix)
 
 
-def alto_view(matrix: LatestMatrix, ecosystem: EcosystemDep) -> AltoView:
+def alto_view(matrix: LatestMatrix, publishers: PublishersDep) -> AltoView:
     """The ALTO maps of the latest matrix (built once per snapshot)."""
-    return ecosystem.alto_view(matrix)
+    return publishers.alto_view(matrix)
 
 
-def rse_map(ecosystem: EcosystemDep) -> dict[str, str] | None:
-    return ecosystem.rse_map
+def rse_map(publishers: PublishersDep) -> dict[str, str] | None:
+    return publishers.rse_map
 
 
-def get_stream(ecosystem: EcosystemDep) -> MatrixStream:
-    return ecosystem.stream
+def get_stream(publishers: PublishersDep) -> MatrixStream:
+    return publishers.stream
 
 
-def get_alto_updates(ecosystem: EcosystemDep) -> AltoUpdates:
-    return ecosystem.alto_updates
+def get_alto_updates(publishers: PublishersDep) -> AltoUpdates:
+    return publishers.alto_updates

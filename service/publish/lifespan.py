@@ -1,8 +1,10 @@
 """The app's lifespans: what starts and stops with the HTTP server, and its signal handling.
 
-`publishers_lifespan` attaches the publishers (SSE streams, broker telemetry) to the matrix cycle
-for the app's lifetime; `service_lifespan` (what `nettel serve` runs) also starts and stops the
-runtime (ingest, cycle, persistence) and on SIGHUP re-reads the topology and the model.
+`service_lifespan` (what `nettel serve` runs) starts the runtime's parts in order and stops
+them in reverse (`service.runtime.running_parts`), and on SIGHUP re-reads the topology, the
+token files and the model; `publishers_lifespan` (tests of the HTTP side) runs only the
+publishers (SSE streams, broker telemetry) over a runtime that is otherwise not started.
+Both end the SSE streams on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -19,31 +21,36 @@ from types import FrameType
 from fastapi import FastAPI
 
 from service.errors import ModelBundleError
-from service.publish.publishers import Ecosystem
+from service.publish.publishers import Publishers
 from service.runtime import Runtime
 
 
 @asynccontextmanager
 async def publishers_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    ecosystem: Ecosystem = app.state.ecosystem
-    ecosystem.start()
-    _close_streams_on_exit_signals(ecosystem)
+    publishers = _runtime(app).publishers
+    publishers.start()
+    _close_streams_on_exit_signals(publishers)
     try:
         yield
     finally:
-        ecosystem.stop()
+        publishers.stop()
 
 
 @asynccontextmanager
 async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
+    runtime = _runtime(app)
+    runtime.start()
+    _close_streams_on_exit_signals(runtime.publishers)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
+    try:
+        yield
+    finally:
+        runtime.stop()
+
+
+def _runtime(app: FastAPI) -> Runtime:
     runtime: Runtime = app.state.runtime
-    async with publishers_lifespan(app):
-        runtime.start()
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
-        try:
-            yield
-        finally:
-            runtime.stop()
+    return runtime
 
 
 def _reload_quietly(runtime: Runtime) -> None:
@@ -58,7 +65,7 @@ def _reload_quietly(runtime: Runtime) -> None:
         logging.getLogger("nettel.model").error("model reload refused", extra={"error": str(error)})
 
 
-def _close_streams_on_exit_signals(ecosystem: Ecosystem) -> None:
+def _close_streams_on_exit_signals(publishers: Publishers) -> None:
     """uvicorn waits for open responses before the lifespan shutdown, so SSE streams would hold
     SIGTERM/SIGINT forever: end them first, then let the server's own handler run."""
     if threading.current_thread() is not threading.main_thread():
@@ -66,14 +73,14 @@ def _close_streams_on_exit_signals(ecosystem: Ecosystem) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous = signal.getsignal(signum)
         if callable(previous):
-            signal.signal(signum, partial(_close_then, ecosystem, previous))
+            signal.signal(signum, partial(_close_then, publishers, previous))
 
 
 def _close_then(
-    ecosystem: Ecosystem,
+    publishers: Publishers,
     previous: Callable[[int, FrameType | None], object],
     signum: int,
     frame: FrameType | None,
 ) -> None:
-    ecosystem.close_streams()
+    publishers.close_streams()
     previous(signum, frame)

@@ -1,11 +1,11 @@
 """The publishers beside the REST API: SSE streams (the matrix's and ALTO's update streams),
 broker telemetry, and per-snapshot views.
 
-`build_ecosystem(runtime)` makes them; the app's lifespan calls `start()` / `stop()`: start
-attaches the matrix observers (wake-ups of both kinds of stream, broker telemetry) and the
-telemetry thread, stop detaches them and ends the open streams. Views derived from a snapshot
-(site aggregation, ALTO maps) are built once per snapshot, in the matrix cycle before it is
-served (`prepare`).
+`build_publishers` makes them (the runtime does, once); `Publishers` is one of the runtime's
+running parts: its start attaches the matrix observers (wake-ups of both kinds of stream, broker
+telemetry) and starts the telemetry thread, its stop detaches them and ends the open streams.
+Views derived from a snapshot (site aggregation, ALTO maps) are built once per snapshot, in the
+matrix cycle before it is served (`prepare`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from service.config import Settings
 from service.matrix.cycle import MatrixCycle
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
@@ -23,7 +24,7 @@ from service.publish.http_guard import HttpGuard
 from service.publish.rucio import load_rse_map
 from service.publish.stream import MatrixStream
 from service.publish.telemetry import TelemetryPublisher
-from service.runtime import Runtime, broker_access
+from service.topology.topology import Topology
 
 T = TypeVar("T")
 Observer = Callable[[CostMatrix | None, CostMatrix], None]
@@ -48,8 +49,10 @@ class SnapshotMemo(Generic[T]):
 
 
 @dataclass
-class Ecosystem:
+class Publishers:
     """Matrix observers and threads of the publishers, and the views they share."""
+
+    name = "publishers"
 
     cycle: MatrixCycle
     stream: MatrixStream
@@ -95,52 +98,46 @@ class Ecosystem:
             self.telemetry.stop()
 
 
-def build_ecosystem(runtime: Runtime, guard: HttpGuard | None = None) -> Ecosystem:
-    """The publishers over `runtime`; `guard` counts the streams refused or dropped."""
-    settings = runtime.settings
+def build_publishers(
+    settings: Settings,
+    cycle: MatrixCycle,
+    topology: Callable[[], Topology],
+    telemetry: TelemetryPublisher | None,
+    guard: HttpGuard,
+) -> Publishers:
+    """The publishers of `cycle`'s snapshots; `topology`: the one in use now (ALTO's network
+    map), `guard` counts the streams refused or dropped."""
     site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(lambda matrix: matrix.site_links)
 
     def alto_view_of(matrix: CostMatrix) -> AltoView:
         """The ALTO view of a snapshot, with the topology in use when it is first read."""
-        topology = runtime.state.index.topology
+        in_use = topology()
         return AltoView(
             matrix.links,
             site_links(matrix),
             version=matrix.etag.strip('"'),
-            networks_of=topology.networks_of,
-            listed_sites=tuple(topology.networks_by_site),
+            networks_of=in_use.networks_of,
+            listed_sites=tuple(in_use.networks_by_site),
         )
 
     alto_view = SnapshotMemo(alto_view_of)
 
     def latest() -> CostMatrix | None:
-        return runtime.cycle.latest
+        return cycle.latest
 
     stream = MatrixStream(
         latest,
         site_links,
         settings.stream_cost_step,
         max_streams=settings.sse_max_streams,
-        refuse=(guard or HttpGuard()).refuse,
+        refuse=guard.refuse,
     )
-    return Ecosystem(
-        runtime.cycle,
+    return Publishers(
+        cycle,
         stream,
-        _telemetry_publisher(runtime),
+        telemetry,
         site_links,
         alto_view,
         AltoUpdates(latest, alto_view),
         load_rse_map(settings.rse_map) if settings.rse_map else None,
-    )
-
-
-def _telemetry_publisher(runtime: Runtime) -> TelemetryPublisher | None:
-    settings = runtime.settings
-    if not settings.telemetry_enabled:
-        return None
-    return TelemetryPublisher(
-        broker_access(settings),
-        settings.telemetry_topic,
-        min_interval=settings.interval,
-        publishes=runtime.publishes_telemetry,
     )

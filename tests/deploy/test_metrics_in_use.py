@@ -3,8 +3,8 @@
 Checked twice, never by reading nettel's source: (a) on the /metrics of a running `nettel serve`
 (private ActiveMQ, real messages, persistence and the shipped model on), together with the
 labels the queries group by, match on or show, and the values of `nettel_link_cost` against
-/costmatrix?level=site; (b) with `get_sample_value` on a registry that `build_registry` makes
-over a runtime fed the same messages.
+/costmatrix?level=site; (b) with `get_sample_value` on the registry `build_runtime` makes, over
+a runtime fed the same messages.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
 from service.persistence.warm_start import WarmOutcome
 from service.publish.http_guard import HttpRefusal
-from service.publish.metrics import build_registry
-from service.publish.publishers import build_ecosystem
 from service.runtime import Runtime, build_runtime
 from tests.deploy.site_mesh import LINKS, UNSITED, host_of, mesh_messages, write_topology
 from tests.deploy.support import (
@@ -179,7 +177,7 @@ def test_a_running_service_exports_what_deploy_and_readme_name(
     assert sample_values(families, "nettel_links_predicted")[()] >= len(LINKS)
 
 
-# ---- (b) build_registry over a runtime --------------------------------------------------------
+# ---- (b) the registry of a runtime ------------------------------------------------------------
 
 
 @pytest.fixture
@@ -193,7 +191,7 @@ def fed_runtime(tmp_path: Path) -> Iterator[tuple[Runtime, CollectorRegistry]]:
         metrics_top_site_pairs=TOP_SITE_PAIRS,
     )
     runtime = build_runtime(settings)
-    registry = build_registry(runtime, open_streams=build_ecosystem(runtime).stream_counts())
+    registry = runtime.registry
     runtime.pipeline.handle_frames([(t, json.dumps(body), None) for t, body in mesh_messages()])
     assert runtime.persistence is not None
     runtime.persistence.snapshot()
@@ -232,7 +230,7 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
     }
 
 
-def test_build_registry_has_a_sample_for_every_named_metric(fed_runtime) -> None:
+def test_the_runtime_registry_has_a_sample_for_every_named_metric(fed_runtime) -> None:
     runtime, registry = fed_runtime
     families = list(registry.collect())
     assert not missing_metrics(families), f"named but not collected: {missing_metrics(families)}"

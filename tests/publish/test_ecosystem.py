@@ -69,14 +69,27 @@ def test_web_page_and_its_files_are_served_from_the_package():
 def test_lifespan_attaches_and_detaches_the_matrix_observers():
     runtime = build(publish_telemetry=True)
     observers = runtime.cycle.matrix_observers
-    with TestClient(create_app(runtime, lifespan=publishers_lifespan)) as client:
-        ecosystem = client.app.state.ecosystem
+    publishers = runtime.publishers
+    with TestClient(create_app(runtime, lifespan=publishers_lifespan)):
         assert observers == [  # wake-ups of both kinds of SSE stream, and broker telemetry
-            ecosystem.stream.observe,
-            ecosystem.alto_updates.observe,
-            ecosystem.telemetry.observe,
+            publishers.stream.observe,
+            publishers.alto_updates.observe,
+            publishers.telemetry.observe,
         ]
     assert observers == []
+
+
+def test_a_second_app_over_one_runtime_adds_nothing_to_its_cycle():
+    runtime = build()
+    cycle = runtime.cycle
+    attached = (list(cycle.cycle_observers), list(cycle.snapshot_preparers))
+    first, second = create_app(runtime), create_app(runtime)
+    assert (cycle.cycle_observers, cycle.snapshot_preparers) == attached
+    cycle.recompute()
+    with TestClient(first) as one, TestClient(second) as two:
+        for client in (one, two):
+            metrics = client.get("/metrics").text
+            assert "nettel_cycle_duration_seconds_count 1.0" in metrics
 
 
 def test_the_app_alone_starts_nothing():

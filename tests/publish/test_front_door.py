@@ -40,7 +40,7 @@ def serve() -> Iterator[Callable[..., Served]]:
         app = create_app(runtime)
         port = free_port()
         config = http_config(
-            app, "127.0.0.1", port, app.state.http_guard, runtime.settings.trusted_proxies
+            app, "127.0.0.1", port, runtime.http_guard, runtime.settings.trusted_proxies
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)

@@ -1,4 +1,4 @@
-"""The Prometheus collector over a real runtime: site-pair costs, state snapshots, build info."""
+"""The Prometheus collectors over a real runtime: site-pair costs, state snapshots, build info."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from service.config import Settings, load_settings
 from service.errors import ConfigError
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
-from service.publish.metrics import build_registry
+from service.publish.metrics.links import LinkStateCollector
+from service.publish.metrics.matrix import MatrixCollector
 from service.runtime import Runtime, build_runtime
 from tests.publish.support import host_link, make_matrix
 
@@ -46,7 +47,7 @@ def link_costs(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
 
 def test_link_cost_is_the_site_level_cost_of_the_costliest_site_pairs() -> None:
     runtime = build(metrics_top_site_pairs=2)
-    registry = build_registry(runtime)
+    registry = runtime.registry
     runtime.cycle.latest = make_matrix(LINKS)
     assert link_costs(registry) == {("CERN", "RAL"): 0.6, ("ps.b", "CERN"): 0.5}
     site_level = {(s["source"], s["destination"]): s["cost"] for s in aggregate_sites(LINKS)}
@@ -55,17 +56,17 @@ def test_link_cost_is_the_site_level_cost_of_the_costliest_site_pairs() -> None:
 
 def test_every_site_pair_with_a_cost_when_the_top_is_large_and_none_at_zero() -> None:
     everything = build(metrics_top_site_pairs=1000)
-    registry = build_registry(everything)
+    registry = everything.registry
     everything.cycle.latest = make_matrix(LINKS)
     assert set(link_costs(registry)) == {("CERN", "RAL"), ("ps.b", "CERN"), ("RAL", "CERN")}
     nothing = build(metrics_top_site_pairs=0)
-    registry = build_registry(nothing)
+    registry = nothing.registry
     nothing.cycle.latest = make_matrix(LINKS)
     assert link_costs(registry) == {}
 
 
 def test_no_link_cost_before_the_first_matrix() -> None:
-    registry = build_registry(build())
+    registry = build().registry
     assert "nettel_link_cost" not in {family.name for family in registry.collect()}
 
 
@@ -80,7 +81,7 @@ def test_sites_are_aggregated_once_per_matrix_in_the_cycle_not_per_scrape(
 
     monkeypatch.setattr(snapshot, "aggregate_sites", counting)
     runtime = build()
-    registry = build_registry(runtime)
+    registry = runtime.registry
     first = make_matrix(LINKS)
     for prepare in runtime.cycle.snapshot_preparers:  # as the cycle does once it serves it
         prepare(first)
@@ -103,7 +104,7 @@ def persistent(tmp_path: Path) -> Iterator[Runtime]:
 
 
 def test_state_snapshot_age_counts_from_start_until_the_first_snapshot(persistent) -> None:
-    registry = build_registry(persistent)
+    registry = persistent.registry
     persistent.started_at = time.time() - 100
     age = registry.get_sample_value("nettel_state_snapshot_age_seconds")
     assert age is not None and 100 <= age < 110
@@ -116,19 +117,27 @@ def test_state_snapshot_age_counts_from_start_until_the_first_snapshot(persisten
 
 
 def test_no_state_snapshot_metrics_without_persistence() -> None:
-    registry = build_registry(build())
+    registry = build().registry
     assert registry.get_sample_value("nettel_state_snapshot_age_seconds") is None
     assert registry.get_sample_value("nettel_state_snapshot_duration_seconds") is None
 
 
 def test_build_info() -> None:
-    registry = build_registry(build())
+    registry = build().registry
     labels = {
         "version": version("nettel"),
         "histogram_scanner": SCANNER_IMPLEMENTATION,
         "python": platform.python_version(),
     }
     assert registry.get_sample_value("nettel_build_info", labels) == 1.0
+
+
+def test_a_registry_refuses_two_collectors_exporting_one_name() -> None:
+    runtime = build()
+    with pytest.raises(ValueError, match="nettel_links_tracked"):
+        runtime.registry.register(LinkStateCollector(runtime.state, max_links=1))
+    with pytest.raises(ValueError, match="nettel_link_cost"):  # described before any matrix
+        runtime.registry.register(MatrixCollector(runtime.cycle, top=1))
 
 
 def test_top_site_pairs_setting(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,26 @@
+"""How --warm-from ended at start (zeros without it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily
+
+from service.persistence.warm_start import WarmOutcome
+from service.publish.metrics.families import AlwaysCollected, labelled_counter
+
+
+class WarmStartCollector(AlwaysCollected):
+    def __init__(self, outcome: Callable[[], WarmOutcome | None]) -> None:
+        """`outcome`: how the warm start ended (None: without one, or not yet)."""
+        self._outcome = outcome
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        ended = self._outcome()
+        outcomes = {outcome.value: int(outcome is ended) for outcome in WarmOutcome}
+        yield labelled_counter(
+            "nettel_warm_start",
+            "Warm starts from --warm-from at start, by outcome (loaded, or why not).",
+            "outcome",
+            outcomes,
+        )
