@@ -1,62 +1,57 @@
-"""The HTTP front door under attack: /healthz latency while a client sends huge headers, holds
-thousands of half-sent requests, or opens thousands of server-sent event streams it never reads.
-
-    python -m benchmarks.front_door [--links 15000] [--seconds 40] [--header-mib 128]
-        [--slow 3000] [--streams 2000] [--phases baseline huge_headers ...] [-- FLAGS]
-
-`nettel serve --brokers none` (pScheduler over HTTP only; the shipped model when there is one)
-starts from a `--state-dir` snapshot of `--links` links with full windows
-(`benchmarks.link_fill`), so /costmatrix/stream has a real matrix to send. Then, phase by phase,
-for `--seconds` each, /healthz is requested every 20 ms on a new connection (loopback) and
-its latency recorded, while:
-
-- `baseline`: nothing else happens;
-- `huge_headers`: one client after another sends a request whose one header is `--header-mib`
-  MiB (1 MiB writes) and reads the answer;
-- `slow_connections`: `--slow` connections each send a request line and half a header, then
-  nothing; those the service closes are opened again (a slowloris keeping its count);
-- `idle_streams`: `--streams` connections each send GET /costmatrix/stream and never read.
-
-Per phase: /healthz p50, p99 and max (ms), failed requests, the service's peak RSS during the
-phase, and what its `nettel_http_refused_total` and `nettel_sse_streams` say after it. Prints
-one JSON document and writes it to `<output>/front_door.json`. Target: /healthz p99 <= 100 ms in
-every phase.
-"""
+"""Front door: /healthz latency while a client sends huge headers, holds thousands of half-sent
+requests, or opens thousands of server-sent event streams it never reads."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import resource
 import socket
 import statistics
-import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from benchmarks.environment import REPO_ROOT, describe_environment
-from benchmarks.link_fill import write_snapshot
-from benchmarks.model import model_description, serve_model_args
-from benchmarks.proc import memory_of
+from benchmarks.context import SuiteContext
+from benchmarks.report import MeasurementResult
+from benchmarks.support.broker import address
+from benchmarks.support.link_fill import write_snapshot
+from benchmarks.support.model import serve_model_args
+from benchmarks.support.proc import memory_of
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
+NAME = "front_door"
 TARGET_P99_MS = 100.0
-PHASES = ("baseline", "huge_headers", "slow_connections", "idle_streams")
 MIB = 2**20
 TOKEN = "benchmark-front-door"
 #: An attack: the service's URL and an event that ends it -> what it saw.
 Attack = Callable[[str, Any], dict[str, Any]]
+METHOD = (
+    "`nettel serve --brokers none` (pScheduler over HTTP only; the shipped model when there is "
+    "one) starts from a `--state-dir` snapshot of L links with full windows "
+    "(`benchmarks/support/link_fill.py`), so /costmatrix/stream has a real matrix to send. Then, "
+    "phase by phase, for the stated seconds each, /healthz is requested every 20 ms on a new "
+    "connection (loopback) and its latency recorded, while the attack runs in a process of its "
+    "own: `baseline` nothing else; `huge_headers` one client after another sends a request whose "
+    "one header is H MiB (1 MiB writes) and reads the answer; `slow_connections` S connections "
+    "each send a request line and half a header, then nothing, those the service closes being "
+    "opened again (a slowloris keeping its count); `idle_streams` N connections each send GET "
+    "/costmatrix/stream and never read. Per phase: /healthz p50, p99 and max, failed requests, "
+    "the service's peak RSS during the phase, and what its `nettel_http_refused_total` and "
+    "`nettel_sse_streams` say after it."
+)
+PHASE_TITLES = {
+    "baseline": "baseline",
+    "huge_headers": "huge headers",
+    "slow_connections": "slow connections",
+    "idle_streams": "idle streams",
+}
 
 
-def address(url: str) -> tuple[str, int]:
-    host, port = url.removeprefix("http://").split(":")
-    return host, int(port)
+def _address(url: str) -> tuple[str, int]:
+    return address(url.removeprefix("http://"))
 
 
 def huge_headers(size: int) -> Attack:
@@ -64,7 +59,7 @@ def huge_headers(size: int) -> Attack:
         answers: dict[str, int] = {}
         piece = b"a" * MIB
         while not stop.is_set():
-            with socket.create_connection(address(url), timeout=60) as sock:
+            with socket.create_connection(_address(url), timeout=60) as sock:
                 try:
                     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: nettel\r\nX-Pad: ")
                     for _ in range(size // MIB):
@@ -104,7 +99,7 @@ def held_connections(count: int, request: bytes) -> Attack:
             sockets = alive
             while len(sockets) < count and not stop.is_set():
                 try:
-                    sock = socket.create_connection(address(url), timeout=5)
+                    sock = socket.create_connection(_address(url), timeout=5)
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                     sock.sendall(request)
                 except OSError:
@@ -123,7 +118,7 @@ def held_connections(count: int, request: bytes) -> Attack:
 def healthz(url: str) -> bool:
     """GET /healthz on a new connection (raw socket: the sampler's own cost stays small)."""
     try:
-        with socket.create_connection(address(url), timeout=10) as sock:
+        with socket.create_connection(_address(url), timeout=10) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: nettel\r\nConnection: close\r\n\r\n")
             answer = b""
             while chunk := sock.recv(4096):
@@ -199,66 +194,105 @@ def sample_healthz_for(service: ServiceProcess, seconds: float, stop: threading.
         timer.cancel()
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    work, logs = args.output / "work" / "front-door", args.output / "logs"
-    write_snapshot(work / "state", args.links, time.time())
-    serve = [*serve_model_args(), "--state-dir", str(work / "state"), *args.serve_args]
+def run(ctx: SuiteContext) -> MeasurementResult:
+    sizes = ctx.sizes
+    _raise_open_files(sizes.front_door_slow + sizes.front_door_streams + 1024)
+    state = ctx.work / "front-door-state"
+    write_snapshot(state, sizes.front_door_links, time.time())
+    serve = [*serve_model_args(), "--state-dir", str(state)]
     env = {"NETTEL_INGEST_TOKEN": TOKEN}
-    service = launch_service("none", serve, logs / "front-door.log", env)
+    service = launch_service("none", serve, ctx.logs / "front-door.log", env)
     stream = b"GET /costmatrix/stream HTTP/1.1\r\nHost: nettel\r\n\r\n"
     slow = b"GET /healthz HTTP/1.1\r\nHost: nettel\r\nX-Slow: a"
     attacks: dict[str, Attack | None] = {
         "baseline": None,
-        "huge_headers": huge_headers(args.header_mib * MIB),
-        "slow_connections": held_connections(args.slow, slow),
-        "idle_streams": held_connections(args.streams, stream),
+        "huge_headers": huge_headers(sizes.front_door_header_mib * MIB),
+        "slow_connections": held_connections(sizes.front_door_slow, slow),
+        "idle_streams": held_connections(sizes.front_door_streams, stream),
     }
-    chosen = {name: attacks[name] for name in args.phases}
     try:
         wait_for_status(service, "/readyz", timeout=300)
-        phases = {name: phase(service, args.seconds, attack) for name, attack in chosen.items()}
+        phases = {}
+        for name, attack in attacks.items():
+            ctx.log(f"front_door: {name}")
+            phases[name] = phase(service, sizes.front_door_seconds, attack)
     finally:
         service.stop()
-    met = all(
-        p["healthz_p99_ms"] <= TARGET_P99_MS and not p["healthz_failed"] for p in phases.values()
-    )
-    return {
-        "links": args.links,
-        "seconds_per_phase": args.seconds,
-        "header_mib": args.header_mib,
-        "slow_connections": args.slow,
-        "idle_streams": args.streams,
-        "phases": phases,
-        "target": f"/healthz p99 <= {TARGET_P99_MS:.0f} ms and no failure in every phase",
-        "met": met,
-        "other_serve_arguments": args.serve_args,
-    }
+    return _result(ctx, phases)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.front_door", allow_abbrev=False)
-    parser.add_argument("--links", type=int, default=15_000)
-    parser.add_argument("--seconds", type=float, default=40.0)
-    parser.add_argument("--header-mib", type=int, default=128)
-    parser.add_argument("--slow", type=int, default=3_000)
-    parser.add_argument("--streams", type=int, default=2_000)
-    parser.add_argument(
-        "--phases", nargs="+", choices=PHASES, default=list(PHASES), help="the phases to run"
+def _result(ctx: SuiteContext, phases: dict[str, dict[str, Any]]) -> MeasurementResult:
+    sizes = ctx.sizes
+    result = MeasurementResult(NAME, "Front door: /healthz under HTTP attacks", METHOD)
+    result.add("links", "links in the served matrix", sizes.front_door_links)
+    result.add("seconds", "seconds per phase", sizes.front_door_seconds, "s")
+    result.add("header_mib", "huge headers: header size", sizes.front_door_header_mib, "MiB")
+    result.add("slow", "slow connections held", sizes.front_door_slow)
+    result.add("streams", "idle streams opened", sizes.front_door_streams)
+    for name, p in phases.items():
+        title = PHASE_TITLES[name]
+        result.add(f"{name}_p50", f"{title}: /healthz p50", p["healthz_p50_ms"], "ms")
+        result.add(f"{name}_p99", f"{title}: /healthz p99", p["healthz_p99_ms"], "ms")
+        result.add(f"{name}_max", f"{title}: /healthz max", p["healthz_max_ms"], "ms")
+        result.add(f"{name}_failed", f"{title}: /healthz failed", p["healthz_failed"])
+        result.add(f"{name}_rss", f"{title}: peak RSS", p["rss_peak_mib"], "MiB")
+    worst = max(phases.values(), key=lambda p: p["healthz_p99_ms"])
+    result.target(
+        "healthz_p99",
+        "/healthz p99, worst phase",
+        worst["healthz_p99_ms"],
+        "<=",
+        TARGET_P99_MS,
+        "ms",
     )
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / "out" / "bench")
-    parser.add_argument("serve_args", nargs="*", help="more `nettel serve` flags, after --")
-    args = parser.parse_args(argv)
+    failed = sum(p["healthz_failed"] for p in phases.values())
+    result.target("healthz_failed", "/healthz failures, all phases", failed, "<=", 0)
+    rows = [
+        [
+            PHASE_TITLES[name],
+            p["healthz_requests"],
+            p["healthz_p50_ms"],
+            p["healthz_p99_ms"],
+            p["healthz_max_ms"],
+            p["healthz_failed"],
+            p["rss_peak_mib"],
+            _counters(p["after"]),
+        ]
+        for name, p in phases.items()
+    ]
+    result.details["tables"] = [
+        {
+            "title": "Phases",
+            "columns": [
+                "phase",
+                "requests",
+                "p50 ms",
+                "p99 ms",
+                "max ms",
+                "failed",
+                "peak RSS MiB",
+                "refused so far, streams open (after the phase)",
+            ],
+            "rows": rows,
+        }
+    ]
+    result.details["phases"] = phases
+    return result
+
+
+def _counters(after: dict[str, float]) -> str:
+    """`nettel_http_refused_total` by reason and `nettel_sse_streams` by endpoint, those not 0
+    (`name{label="value"}` -> `value`)."""
+    shown = [
+        f"{name.split('=')[1].strip(chr(34) + '}')} {value:,.0f}"
+        for name, value in sorted(after.items())
+        if value
+    ]
+    return ", ".join(shown) or "none"
+
+
+def _raise_open_files(wanted: int) -> None:
+    """The suite holds the attacks' sockets: raise its open-file limit to fit them."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = args.slow + args.streams + 1024
     if soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
-    result = run(args)
-    result["environment"] = describe_environment("none", model_description())
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "front_door.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    return 0 if result["met"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
