@@ -12,14 +12,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult
 from benchmarks.support.broker import address
 from benchmarks.support.link_fill import write_snapshot
 from benchmarks.support.model import serve_model_args
 from benchmarks.support.proc import memory_of
+from benchmarks.support.service_process import labelled_samples
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 NAME = "front_door"
@@ -154,12 +153,10 @@ def sample_healthz(url: str, stop: threading.Event, pid: int) -> dict[str, Any]:
 
 
 def front_door_metrics(url: str) -> dict[str, float]:
-    found: dict[str, float] = {}
-    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
-        if line.startswith(("nettel_http_refused_total{", "nettel_sse_streams{")):
-            name, _, value = line.rpartition(" ")
-            found[name] = float(value)
-    return found
+    """Refusals by reason and open streams by endpoint (`nettel_sse_streams_costmatrix_stream`)."""
+    return labelled_samples(url, "nettel_http_refused_total") | labelled_samples(
+        url, "nettel_sse_streams"
+    )
 
 
 def phase(service: ServiceProcess, seconds: float, attack: Attack | None) -> dict[str, Any]:
@@ -281,13 +278,13 @@ def _result(ctx: SuiteContext, phases: dict[str, dict[str, Any]]) -> Measurement
 
 
 def _counters(after: dict[str, float]) -> str:
-    """`nettel_http_refused_total` by reason and `nettel_sse_streams` by endpoint, those not 0
-    (`name{label="value"}` -> `value`)."""
-    shown = [
-        f"{name.split('=')[1].strip(chr(34) + '}')} {value:,.0f}"
-        for name, value in sorted(after.items())
-        if value
-    ]
+    """The refusals by reason and the open streams by endpoint that are not 0."""
+    names = {"nettel_http_refused_total_": "refused ", "nettel_sse_streams_": "streams "}
+    shown = []
+    for name, value in sorted(after.items()):
+        prefix = next(p for p in names if name.startswith(p))
+        if value:
+            shown.append(f"{names[prefix]}{name.removeprefix(prefix)} {value:,.0f}")
     return ", ".join(shown) or "none"
 
 

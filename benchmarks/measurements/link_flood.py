@@ -15,7 +15,7 @@ from benchmarks.report import MeasurementResult
 from benchmarks.support.broker import connect, private_broker
 from benchmarks.support.model import serve_model_args
 from benchmarks.support.proc import memory_of
-from benchmarks.support.service_process import parse_metrics
+from benchmarks.support.service_process import labelled_samples, parse_metrics
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.config import LOSS_TOPIC
 
@@ -95,6 +95,7 @@ MIB = 2**20
 DESTINATIONS = 400
 #: Prometheus' default scrape timeout: /metrics must answer well within it at the cap.
 SCRAPE_TIMEOUT_SECONDS = 10.0
+REJECTED = "nettel_rejected_total"
 #: What is timed: a figure's key -> the request's path.
 VIEWS = {
     "metrics": "/metrics",
@@ -175,7 +176,9 @@ def stage(service: ServiceProcess, offered: int, baseline: int, max_links: int) 
     return {
         "links_offered": offered,
         "links_tracked": links,
-        "refused_link_limit": int(_labelled(service.url, "link_limit")),
+        "refused_link_limit": int(
+            labelled_samples(service.url, REJECTED).get(f"{REJECTED}_link_limit", 0)
+        ),
         "rss_mib": round(rss / MIB, 1),
         "rss_growth_per_link_bytes": round((rss - baseline) / max(links, 1)),
         "rss_per_link_bytes": round(rss / max(links, 1)),
@@ -186,15 +189,6 @@ def stage(service: ServiceProcess, offered: int, baseline: int, max_links: int) 
             3,
         ),
     }
-
-
-def _labelled(url: str, reason: str) -> float:
-    text = httpx.get(url + "/metrics", timeout=120).text
-    prefix = f'nettel_rejected_total{{reason="{reason}"}} '
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            return float(line.split()[-1])
-    return 0.0
 
 
 def run_flood(ctx: SuiteContext, stages: Sequence[int], max_links: int) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 
 from benchmarks.context import SuiteContext
@@ -24,6 +23,7 @@ from benchmarks.support.load import (
     wrk_summary,
 )
 from benchmarks.support.proc import cpu_seconds
+from benchmarks.support.service_process import labelled_samples
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.pipeline import PSCHEDULER_DESTINATION
@@ -241,13 +241,7 @@ def _wrk(url: str, templates_file: Path, seconds: float, connections: int) -> di
 
 def _applied(url: str) -> float:
     """Runs the service counted so far, whatever their outcome."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    runs = sum(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith("nettel_pscheduler_runs_total{")
-    )
-    return runs
+    return sum(labelled_samples(url, "nettel_pscheduler_runs_total").values())
 
 
 def _wait_applied(url: str, target: float, since: float, timeout: float = 120.0) -> float:

@@ -102,10 +102,11 @@ def measure(
         result.add(f"peak_{key}", f"{label}: peak RSS of the process tree", r["peak_mb"], "MB")
     spark = [r for r in runs if r["engine"] == "spark"]
     growth = spark[-1]["peak_mb"] / spark[0]["peak_mb"] - 1
-    result.add("linearity", "Spark: largest distance from the fitted line", _nonlinearity(spark))
+    nonlinearity = _nonlinearity(spark)
+    result.add("linearity", "Spark: largest distance from the fitted line", nonlinearity)
     result.add("memory_growth", "Spark: peak RSS growth, smallest to largest input", growth)
     result.target(
-        "linearity", "Spark time, distance from linear", _nonlinearity(spark), "<=", LINEARITY_LIMIT
+        "linearity", "Spark time, distance from linear", nonlinearity, "<=", LINEARITY_LIMIT
     )
     result.target("memory_growth", "Spark peak RSS growth", growth, "<=", MEMORY_GROWTH_LIMIT)
     result.details["runs"] = runs

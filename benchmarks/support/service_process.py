@@ -35,10 +35,15 @@ def links_with_full_window(url: str) -> int:
 
 def labelled_samples(url: str, prefix: str) -> dict[str, float]:
     """The samples of a service's /metrics whose name starts with `prefix`: name with its labels'
-    values (`nettel_backfill_requests_ok`), without `_created` samples."""
+    values (`nettel_rejected_total_link_limit`), without `_created` samples."""
+    return labelled_values(httpx.get(f"{url}/metrics", timeout=120).text, prefix)
+
+
+def labelled_values(text: str, prefix: str) -> dict[str, float]:
+    """`labelled_samples` of a Prometheus text."""
     return {
         "_".join([sample.name, *sample.labels.values()]): sample.value
-        for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)
+        for family in text_string_to_metric_families(text)
         for sample in family.samples
         if sample.name.startswith(prefix) and not sample.name.endswith("_created")
     }
