@@ -1,8 +1,8 @@
-"""`python -m benchmarks [--quick] [--only ingest,cycle,...] [--output out/bench]`.
+"""`python -m benchmarks [--quick] [--only NAMES or GROUPS] [--output out/bench] [--fresh]`.
 
 `main(argv)` is the entry point (a `nettel bench` command can call it as is). Exit status: 0 when
-every selected measurement ran (targets missed still count as ran), 1 when one failed, 2 on bad
-arguments.
+every selected measurement ran or was skipped for a missing prerequisite (targets missed still
+count as ran), 1 when one failed, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -18,35 +18,82 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks.context import SuiteContext
-from benchmarks.environment import REPO_ROOT, describe_environment
-from benchmarks.interference import other_cores, sample_cpu
-from benchmarks.machine_speed import reference_seconds
+from benchmarks.context import SuiteContext, Unavailable
 from benchmarks.measurements import (
+    alto_endpoint_cost,
+    alto_updates,
     api,
+    backfill,
     cycle,
     freshness,
+    front_door,
+    ha_failover,
+    ha_failover_rabbitmq,
     ingest,
     ingest_rabbitmq,
     link_flood,
     memory,
+    pscheduler_ingest,
+    rucio_sync,
+    served_calibration,
+    spark_dataset,
+    spark_dataset_archive,
     start,
+    topology_refresh,
+    warm_start,
 )
-from benchmarks.model import model_description
 from benchmarks.report import (
     MeasurementResult,
+    Outcomes,
     build_report,
     format_value,
+    merge_reports,
     render_markdown,
     write_json,
 )
 from benchmarks.sizes import FULL, QUICK
+from benchmarks.support.environment import REPO_ROOT, describe_environment
+from benchmarks.support.interference import other_cores, sample_cpu
+from benchmarks.support.machine_speed import reference_seconds
+from benchmarks.support.model import model_description
 
+#: The suite's measurements by name, in the order they run and render.
 MEASUREMENTS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (ingest, ingest_rabbitmq, cycle, memory, link_flood, api, freshness, start)
+    for module in (
+        ingest,
+        ingest_rabbitmq,
+        cycle,
+        memory,
+        link_flood,
+        api,
+        freshness,
+        start,
+        warm_start,
+        backfill,
+        front_door,
+        ha_failover,
+        ha_failover_rabbitmq,
+        pscheduler_ingest,
+        topology_refresh,
+        alto_endpoint_cost,
+        alto_updates,
+        rucio_sync,
+        served_calibration,
+        spark_dataset,
+        spark_dataset_archive,
+    )
+}
+#: What runs without --only: the service's hot paths, about ten minutes on two cores.
+CORE = ("ingest", "ingest_rabbitmq", "cycle", "memory", "link_flood", "api", "freshness", "start")
+#: Names --only takes besides the measurements'.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "core": CORE,
+    "extra": tuple(name for name in MEASUREMENTS if name not in CORE),
+    "all": tuple(MEASUREMENTS),
 }
 DEFAULT_OUTPUT = REPO_ROOT / "out" / "bench"
+QUICK_OUTPUT = REPO_ROOT / "out" / "bench-quick"
 DEFAULT_DOCS = REPO_ROOT / "docs" / "performance.md"
 
 
@@ -56,23 +103,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _render_only(args.from_report, _docs_path(args))
     selected = _selected(args.only)
     if selected is None:
-        print(f"benchmarks: --only takes names from {', '.join(MEASUREMENTS)}", file=sys.stderr)
+        known = ", ".join([*GROUPS, *MEASUREMENTS])
+        print(f"benchmarks: --only takes names from {known}", file=sys.stderr)
         return 2
-    ctx = SuiteContext(
-        QUICK if args.quick else FULL, args.output, args.quick, _load_generator(args)
-    )
-    return _run_suite(ctx, selected, _docs_path(args))
+    output = args.output or (QUICK_OUTPUT if args.quick else DEFAULT_OUTPUT)
+    ctx = SuiteContext(QUICK if args.quick else FULL, output, args.quick, _load_generator(args))
+    return _run_suite(ctx, selected, _docs_path(args), merge=not args.fresh)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks", description="nettel's performance suite", allow_abbrev=False
+        prog="python -m benchmarks",
+        description="nettel's performance suite. Without --only it runs the core group (about "
+        "ten minutes on two cores); `--only all` runs every measurement (over an hour: "
+        "spark_dataset_archive alone takes ~20 minutes and ~14 GB). Results are merged into the "
+        "output's report.json, so a partial run replaces only its own sections.",
+        allow_abbrev=False,
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    groups = f"core: {','.join(CORE)}; extra: {','.join(GROUPS['extra'])}; all: both"
     parser.add_argument(
-        "--only", default="", help=f"comma-separated subset of {','.join(MEASUREMENTS)}"
+        "--only",
+        default="core",
+        help=f"comma-separated measurements or groups (default core). Groups: {groups}",
     )
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="report directory")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="report directory (default out/bench, out/bench-quick with --quick)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a new report.json instead of merging into the output's",
+    )
     parser.add_argument(
         "--docs",
         default=None,
@@ -90,8 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _selected(only: str) -> list[str] | None:
-    names = [name.strip() for name in only.split(",") if name.strip()] or list(MEASUREMENTS)
-    return names if all(name in MEASUREMENTS for name in names) else None
+    """The measurements named, groups expanded, in the registry's order; None if one is
+    unknown."""
+    names = [name.strip() for name in only.split(",") if name.strip()] or list(CORE)
+    if not all(name in MEASUREMENTS or name in GROUPS for name in names):
+        return None
+    wanted = {m for name in names for m in GROUPS.get(name, (name,))}
+    return [name for name in MEASUREMENTS if name in wanted]
 
 
 def _docs_path(args: argparse.Namespace) -> Path | None:
@@ -119,38 +189,49 @@ def ensure_wrk() -> bool:
     return shutil.which("wrk") is not None
 
 
-def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None) -> int:
+def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None, *, merge: bool) -> int:
     environment = describe_environment(ctx.load_generator, model_description())
     environment["reference_start"] = reference_seconds()
     results: list[MeasurementResult] = []
-    errors: dict[str, str] = {}
+    outcomes = Outcomes()
     for name in selected:
         ctx.log(f"--- {name} ---")
         outcome = _run_one(ctx, MEASUREMENTS[name])
         if isinstance(outcome, MeasurementResult):
             results.append(outcome)
+        elif isinstance(outcome, Unavailable):
+            outcomes.skipped[name] = str(outcome)
+            ctx.log(f"{name} NOT RUN: {outcome}")
         else:
-            errors[name] = outcome
+            outcomes.errors[name] = outcome
             ctx.log(f"{name} FAILED: {outcome.splitlines()[-1]}")
     environment["reference_end"] = reference_seconds()
     duration = time.monotonic() - ctx.began
-    report = build_report(environment, results, errors, quick=ctx.quick, duration_seconds=duration)
-    write_json(report, ctx.output / "report.json")
+    report = build_report(
+        environment, results, outcomes, quick=ctx.quick, duration_seconds=duration
+    )
+    json_path = ctx.output / "report.json"
+    if merge and json_path.exists():
+        report = merge_reports(json.loads(json_path.read_text()), report, list(MEASUREMENTS))
+    write_json(report, json_path)
     if docs is not None:
         docs.parent.mkdir(parents=True, exist_ok=True)
         docs.write_text(render_markdown(report))
-    _print_summary(report, ctx.output / "report.json", docs)
-    return 1 if errors else 0
+    _print_summary(report, selected, json_path, docs)
+    return 1 if outcomes.errors else 0
 
 
-def _run_one(ctx: SuiteContext, module: ModuleType) -> MeasurementResult | str:
-    """Run one measurement; its result with the CPU other processes took, or a traceback."""
+def _run_one(ctx: SuiteContext, module: ModuleType) -> MeasurementResult | Unavailable | str:
+    """Run one measurement; its result with the CPU other processes took, why it could not
+    run, or a traceback."""
     shutil.rmtree(ctx.work, ignore_errors=True)
     ctx.work.mkdir(parents=True, exist_ok=True)
     ctx.logs.mkdir(parents=True, exist_ok=True)
     before = sample_cpu()
     try:
         result: MeasurementResult = module.run(ctx)
+    except Unavailable as missing:
+        return missing
     except Exception:
         return traceback.format_exc()
     finally:
@@ -166,14 +247,17 @@ def _run_one(ctx: SuiteContext, module: ModuleType) -> MeasurementResult | str:
     return result
 
 
-def _print_summary(report: dict, json_path: Path, docs: Path | None) -> None:
-    for name, measurement in report["measurements"].items():
-        for t in measurement["targets"]:
+def _print_summary(report: dict, selected: list[str], json_path: Path, docs: Path | None) -> None:
+    """This run's targets and outcomes (the report may hold earlier runs' sections too)."""
+    for name in selected:
+        for t in report["measurements"].get(name, {}).get("targets", []):
             met = {True: "met", False: "NOT MET", None: "not measured"}[t["met"]]
             value = format_value(t["value"], t["unit"])
-            print(f"{name:10} {t['label']:45} {value:>16}  {t['comparison']} {t['limit']:g}  {met}")
-    for name in report["errors"]:
-        print(f"{name:10} FAILED (traceback in {json_path})")
+            print(f"{name:20} {t['label']:50} {value:>16}  {t['comparison']} {t['limit']:g}  {met}")
+        if name in report["errors"]:
+            print(f"{name:20} FAILED (traceback in {json_path})")
+        if name in report["skipped"]:
+            print(f"{name:20} NOT RUN: {report['skipped'][name]}")
     print(f"report: {json_path}" + (f"; docs: {docs}" if docs else ""))
 
 

@@ -35,3 +35,8 @@ class SuiteContext:
     def log(self, message: str) -> None:
         elapsed = time.monotonic() - self.began
         print(f"[bench {elapsed:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+class Unavailable(RuntimeError):
+    """A measurement's prerequisite (an optional extra, a venv, a shipped file) is missing: the
+    suite lists it as not run, with this message, instead of failing."""

@@ -26,6 +26,36 @@ class Sizes:
     start_repeats: int
     flood_stages: tuple[int, ...]
     flood_max_links: int
+    alto_links: int
+    alto_endpoints: int
+    alto_seconds: float
+    alto_connections: tuple[int, ...]
+    alto_update_minutes: int
+    backfill_links: int
+    front_door_links: int
+    front_door_seconds: float
+    front_door_header_mib: int
+    front_door_slow: int
+    front_door_streams: int
+    ha_kills: int
+    ha_links: int
+    ha_threads: int
+    pscheduler_links: int
+    pscheduler_seconds: float
+    pscheduler_connections: tuple[int, ...]
+    rucio_sites: int
+    calibration_sites: int
+    spark_sites: int
+    spark_days: float
+    spark_scales: tuple[int, ...]
+    spark_points_per_group: int | None
+    spark_archive_sites: int
+    spark_archive_days: float
+    topology_sites: int
+    topology_prefixes: int
+    topology_links: int
+    topology_repeats: int
+    warm_links: tuple[int, ...]
 
 
 FULL = Sizes(
@@ -46,6 +76,36 @@ FULL = Sizes(
     start_repeats=3,
     flood_stages=(100_000, 160_000),
     flood_max_links=150_000,
+    alto_links=15_000,
+    alto_endpoints=100,
+    alto_seconds=15.0,
+    alto_connections=(1, 4, 16),
+    alto_update_minutes=4,
+    backfill_links=15_000,
+    front_door_links=15_000,
+    front_door_seconds=40.0,
+    front_door_header_mib=128,
+    front_door_slow=3_000,
+    front_door_streams=2_000,
+    ha_kills=5,
+    ha_links=120,
+    ha_threads=4,
+    pscheduler_links=2_500,
+    pscheduler_seconds=20.0,
+    pscheduler_connections=(16, 64, 256),
+    rucio_sites=120,
+    calibration_sites=8,
+    spark_sites=8,
+    spark_days=0.5,
+    spark_scales=(1, 2, 4),
+    spark_points_per_group=20_000,
+    spark_archive_sites=100,
+    spark_archive_days=0.1,
+    topology_sites=400,
+    topology_prefixes=10_000,
+    topology_links=15_000,
+    topology_repeats=5,
+    warm_links=(15_000, 100_000),
 )
 
 QUICK = Sizes(
@@ -66,4 +126,34 @@ QUICK = Sizes(
     start_repeats=1,
     flood_stages=(1_000, 2_500),
     flood_max_links=2_000,
+    alto_links=1_600,
+    alto_endpoints=10,
+    alto_seconds=1.0,
+    alto_connections=(1, 4),
+    alto_update_minutes=2,
+    backfill_links=60,
+    front_door_links=400,
+    front_door_seconds=2.0,
+    front_door_header_mib=4,
+    front_door_slow=50,
+    front_door_streams=300,
+    ha_kills=1,
+    ha_links=20,
+    ha_threads=2,
+    pscheduler_links=200,
+    pscheduler_seconds=2.0,
+    pscheduler_connections=(16,),
+    rucio_sites=8,
+    calibration_sites=4,
+    spark_sites=4,
+    spark_days=0.02,
+    spark_scales=(1, 2),
+    spark_points_per_group=2_000,
+    spark_archive_sites=10,
+    spark_archive_days=0.02,
+    topology_sites=40,
+    topology_prefixes=400,
+    topology_links=1_000,
+    topology_repeats=2,
+    warm_links=(60,),
 )

@@ -7,12 +7,12 @@ from urllib.parse import urlencode
 
 import httpx
 
-from benchmarks.broker import private_broker
 from benchmarks.context import SuiteContext
-from benchmarks.link_fill import link_endpoints, write_snapshot
-from benchmarks.load import LoadResult, run_load
-from benchmarks.model import serve_model_args
 from benchmarks.report import MeasurementResult
+from benchmarks.support.broker import private_broker
+from benchmarks.support.link_fill import link_endpoints, write_snapshot
+from benchmarks.support.load import LoadResult, run_load
+from benchmarks.support.model import serve_model_args
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 NAME = "api"
@@ -22,7 +22,8 @@ METHOD = (
     "starts on it against a private broker, so the matrix stays the same (one ETag) during the "
     "load. After a first GET (checks the link count, takes the ETag), a separate load-generator "
     "process (wrk, 1 thread, C keep-alive connections, per-status counting in "
-    "`benchmarks/wrk_report.lua` - except for the two full-matrix scenarios, where that hook "
+    "`benchmarks/support/wrk_report.lua` - except for the two full-matrix scenarios, where that "
+    "hook "
     "would copy every body into Lua and cap wrk below the server, so wrk's own count of >= 400 "
     "responses and the bytes per response (>= the body size) stand for it; or the Python "
     "fallback) runs each scenario for the stated "

@@ -11,9 +11,9 @@ from typing import cast
 import numpy as np
 
 from benchmarks.context import SuiteContext
-from benchmarks.link_fill import build_full_state
-from benchmarks.model import shipped_model
 from benchmarks.report import MeasurementResult, median
+from benchmarks.support.link_fill import build_full_state
+from benchmarks.support.model import shipped_model
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
 from service.matrix.cycle import MatrixCycle

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.broker import connect, private_broker
 from benchmarks.context import SuiteContext
-from benchmarks.corpus import build_marker_message
-from benchmarks.environment import REPO_ROOT
-from benchmarks.model import serve_model_args
-from benchmarks.publishing import send
 from benchmarks.report import MeasurementResult, percentile
-from benchmarks.service_process import scrape
+from benchmarks.support.broker import connect, private_broker
+from benchmarks.support.corpus import build_marker_message
+from benchmarks.support.environment import REPO_ROOT
+from benchmarks.support.model import serve_model_args
+from benchmarks.support.publishing import send
+from benchmarks.support.service_process import scrape
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.config import Settings
 
@@ -35,7 +35,8 @@ WARM_UP_TIMEOUT = 60.0
 METHOD = (
     "`python -m service serve` runs with default settings (only --brokers, --listen and its own "
     "--client-id; `--model none` when no bundle is shipped) against a private broker. A paced "
-    "producer process (`benchmarks/paced_producer.py`) publishes realistic one-datapoint delay "
+    "producer process (`benchmarks/support/paced_producer.py`) publishes realistic "
+    "one-datapoint delay "
     "and loss messages round-robin over L links at R msg/s; once the service tracks all L links "
     "(or a minute passed) and one more default cycle interval (10 s) went by, so that the "
     "one-off work of L links appearing within seconds (the first matrix and the first telemetry "
@@ -140,7 +141,7 @@ def _run_markers(ctx: SuiteContext, brokers: str, url: str) -> MarkerBoard:
 
 def _start_producer(ctx: SuiteContext, brokers: str) -> subprocess.Popen[bytes]:
     ready = ctx.work / "producer.ready"
-    command = [sys.executable, "-m", "benchmarks.paced_producer", "--brokers", brokers]
+    command = [sys.executable, "-m", "benchmarks.support.paced_producer", "--brokers", brokers]
     command += ["--links", str(ctx.sizes.freshness_links), "--rate", str(ctx.sizes.freshness_rate)]
     command += ["--cache", str(ctx.cache), "--ready-file", str(ready)]
     command += ["--output", str(ctx.work / "producer.json")]

@@ -14,29 +14,29 @@ from pathlib import Path
 import httpx
 import orjson
 
-from benchmarks.broker import (
+from benchmarks.context import SuiteContext
+from benchmarks.report import MeasurementResult
+from benchmarks.support.broker import (
     broker_limits,
     durable_subscriptions,
     flow_control_lines,
     private_broker,
     register_durable,
 )
-from benchmarks.context import SuiteContext
-from benchmarks.corpus import Corpus, build_ingest_corpus
-from benchmarks.environment import REPO_ROOT
-from benchmarks.model import serve_model_args
-from benchmarks.proc import children_of, cpu_seconds, tree_cpu_seconds
-from benchmarks.profiling import (
+from benchmarks.support.corpus import Corpus, build_ingest_corpus
+from benchmarks.support.environment import REPO_ROOT
+from benchmarks.support.model import serve_model_args
+from benchmarks.support.proc import children_of, cpu_seconds, tree_cpu_seconds
+from benchmarks.support.profiling import (
     PySpyRecording,
     cprofile_top,
     profile_table,
     summarise_folded,
     thread_table,
 )
-from benchmarks.publishing import PublishResult, publish_all
-from benchmarks.receive_path import receive_cpu_us
-from benchmarks.report import MeasurementResult
-from benchmarks.service_process import scrape
+from benchmarks.support.publishing import PublishResult, publish_all
+from benchmarks.support.receive_path import receive_cpu_us
+from benchmarks.support.service_process import scrape
 from devtools.activemq import ActiveMQProcess
 from devtools.rabbitmq import RabbitMQProcess
 from devtools.service_process import ServiceProcess, launch_service
@@ -73,7 +73,8 @@ METHOD = (
     "a private ActiveMQ from a few producer threads, after both durable subscriptions were "
     "registered (connect, subscribe, disconnect). Then, alone on the machine, each consumer "
     "drains its copy in turn: the bare stomp.py "
-    "consumer (`benchmarks/bare_consumer.py`: same topics, durable subscription `bench-bare`, "
+    "consumer (`benchmarks/support/bare_consumer.py`: same topics, durable subscription "
+    "`bench-bare`, "
     "same prefetch and heart-beats, ack auto, only counts frames), whose rate is "
     "(N - 1) / (time of the N-th frame - time of the first), and `python -m service serve "
     "--subscription durable --client-id bench-svc --prefetch 1000` (otherwise default settings; "
@@ -89,7 +90,8 @@ METHOD = (
     "processes are not sampled). Finally the parse+apply pipeline alone runs "
     "in-process (no broker) on the first 20,000 messages in batches of 512 (the frame batcher's "
     "largest), once timed and once under cProfile; and the STOMP receive path alone "
-    "(`benchmarks/receive_path.py`): the same 20,000 messages as ActiveMQ's MESSAGE frames, "
+    "(`benchmarks/support/receive_path.py`): the same 20,000 messages as ActiveMQ's MESSAGE "
+    "frames, "
     "read from memory by stomp.py's reader and by the service's, best of 3, CPU per message. "
     "CPU per message: user + system time (/proc) of the broker, of the bare consumer (its whole "
     "run) and of the service process and its parser processes (from the first poll that saw a "
@@ -222,7 +224,7 @@ def register_subscriptions(brokers: str, flavour: Flavour) -> None:
 
 def _run_bare_consumer(ctx: SuiteContext, brokers: str, expected: int, flavour: Flavour) -> dict:
     output = ctx.work / "bare-consumer.json"
-    command = [sys.executable, "-m", "benchmarks.bare_consumer", "--brokers", brokers]
+    command = [sys.executable, "-m", "benchmarks.support.bare_consumer", "--brokers", brokers]
     command += ["--client-id", BARE_CLIENT, "--topics", ",".join(TOPICS), "--flavour", flavour]
     command += ["--expect", str(expected), "--prefetch", str(PREFETCH), "--output", str(output)]
     command += ["--idle-timeout", str(IDLE_TIMEOUT)]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import time
 
-from benchmarks.broker import private_rabbitmq
 from benchmarks.context import SuiteContext
-from benchmarks.corpus import build_ingest_corpus
 from benchmarks.measurements.ingest import (
     PREFETCH,
     ROUNDS,
@@ -16,6 +14,8 @@ from benchmarks.measurements.ingest import (
     register_subscriptions,
 )
 from benchmarks.report import MeasurementResult
+from benchmarks.support.broker import private_rabbitmq
+from benchmarks.support.corpus import build_ingest_corpus
 
 NAME = "ingest_rabbitmq"
 METHOD = (
@@ -26,7 +26,8 @@ METHOD = (
     "`durable:true`, `auto-delete:false`, `x-queue-name: <client-id>.<topic>`, "
     f"`prefetch-count: {PREFETCH}`, vhost `/`; connect, subscribe, disconnect). Then each "
     "consumer drains its queues in turn, in the same two rounds and orders: the bare stomp.py "
-    "consumer (`benchmarks/bare_consumer.py --flavour rabbitmq`, ack auto, only counts frames) "
+    "consumer (`benchmarks/support/bare_consumer.py --flavour rabbitmq`, ack auto, only counts "
+    "frames) "
     "and `python -m service serve --broker-flavour rabbitmq --subscription durable --client-id "
     f"bench-svc --prefetch {PREFETCH}` (ack auto, as without --state-dir; with it nettel acks "
     "every message, `client-individual`). Rates as in `ingest`; broker CPU is the "

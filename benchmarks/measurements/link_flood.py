@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Sequence
 from typing import Any
 
+import httpx
+import orjson
+
 from benchmarks.context import SuiteContext
-from benchmarks.link_flood import SCRAPE_TIMEOUT_SECONDS, VIEWS, run_flood
 from benchmarks.report import MeasurementResult
+from benchmarks.support.broker import connect, private_broker
+from benchmarks.support.model import serve_model_args
+from benchmarks.support.proc import memory_of
+from benchmarks.support.service_process import labelled_samples, parse_metrics
+from devtools.service_process import ServiceProcess, launch_service, wait_for_status
+from service.config import LOSS_TOPIC
 
 NAME = "link_flood"
 #: A link's memory in the running service, with its matrix records, JSON body and views.
@@ -33,12 +44,7 @@ METHOD = (
 def run(ctx: SuiteContext) -> MeasurementResult:
     sizes = ctx.sizes
     ctx.log(f"link_flood: stages {sizes.flood_stages}, --max-links {sizes.flood_max_links:,}")
-    return flood_result(run_flood(sizes.flood_stages, sizes.flood_max_links, [], ctx.output))
-
-
-def flood_result(flood: dict[str, Any]) -> MeasurementResult:
-    """The figures and targets of a `run_flood` result (also of `benchmarks.link_flood`'s
-    JSON output)."""
+    flood = run_flood(ctx, sizes.flood_stages, sizes.flood_max_links)
     result = MeasurementResult(NAME, "Link flood: memory and views per link", METHOD)
     result.add("rss_before", "RSS before the flood", flood["rss_before_flood_mib"], "MiB")
     for stage in flood["stages"]:
@@ -82,3 +88,133 @@ def flood_result(flood: dict[str, Any]) -> MeasurementResult:
     )
     result.details["flood"] = flood
     return result
+
+
+MIB = 2**20
+#: Destinations per fake source address (below --new-links-per-minute's default 1,000).
+DESTINATIONS = 400
+#: Prometheus' default scrape timeout: /metrics must answer well within it at the cap.
+SCRAPE_TIMEOUT_SECONDS = 10.0
+REJECTED = "nettel_rejected_total"
+#: What is timed: a figure's key -> the request's path.
+VIEWS = {
+    "metrics": "/metrics",
+    "costmatrix": "/costmatrix",
+    "site_view": "/costmatrix?level=site",
+    "source_filter": "/costmatrix?source=10.0.0.1",
+    "alto_costmap": "/alto/costmap/priv:nettel-cost",
+    "healthz": "/healthz",
+}
+
+
+def fake_link(number: int) -> tuple[str, str]:
+    """Source 10.x.y.z (one per DESTINATIONS links) -> destination 172.16.a.b."""
+    source, destination = divmod(number, DESTINATIONS)
+    return f"10.{source >> 16 & 255}.{source >> 8 & 255}.{source & 255}", (
+        f"172.16.{destination >> 8}.{destination & 255}"
+    )
+
+
+def publish_links(brokers: str, first: int, last: int) -> float:
+    """One loss message for each fake link numbered first..last-1; returns seconds taken."""
+    connection = connect(brokers)
+    started = time.monotonic()
+    minute = int(time.time() // 60) * 60 - 60
+    for number in range(first, last):
+        source, destination = fake_link(number)
+        body = orjson.dumps(
+            {
+                "meta": {"source": source, "destination": destination, "tool_name": "powstream"},
+                "datapoints": {str(minute): 0.0},
+            }
+        )
+        connection.send(LOSS_TOPIC, body, headers={"persistent": "false"})
+    connection.disconnect()
+    return time.monotonic() - started
+
+
+def timed_get(url: str) -> float:
+    """Median seconds of 5 GETs of `url`, each on a new connection (the body read whole)."""
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        response = httpx.get(url, timeout=120)
+        response.raise_for_status()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def metrics(url: str) -> dict[str, float]:
+    return parse_metrics(httpx.get(url + "/metrics", timeout=120).text)
+
+
+def settle(service: ServiceProcess, offered: int, max_links: int, timeout: float) -> None:
+    """Wait until every offered link is tracked or refused, then for a cycle after it."""
+    expected = min(offered, max_links)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        service.check_alive()
+        seen = metrics(service.url)
+        refused = seen.get("nettel_rejected_total", 0.0)
+        if seen.get("nettel_links_tracked", 0) >= expected and (
+            offered <= max_links or refused >= offered - max_links
+        ):
+            break
+        time.sleep(1.0)
+    else:
+        raise RuntimeError(f"the service did not take {offered:,} links in {timeout:.0f} s")
+    count = metrics(service.url).get("nettel_cycle_duration_seconds_count", 0.0)
+    while metrics(service.url).get("nettel_cycle_duration_seconds_count", 0.0) < count + 2:
+        time.sleep(0.5)
+
+
+def stage(service: ServiceProcess, offered: int, baseline: int, max_links: int) -> dict[str, Any]:
+    seen = metrics(service.url)
+    rss = memory_of(service.pid)["VmRSS"]
+    links = int(seen["nettel_links_tracked"])
+    times = {key: round(timed_get(service.url + path), 4) for key, path in VIEWS.items()}
+    return {
+        "links_offered": offered,
+        "links_tracked": links,
+        "refused_link_limit": int(
+            labelled_samples(service.url, REJECTED).get(f"{REJECTED}_link_limit", 0)
+        ),
+        "rss_mib": round(rss / MIB, 1),
+        "rss_growth_per_link_bytes": round((rss - baseline) / max(links, 1)),
+        "rss_per_link_bytes": round(rss / max(links, 1)),
+        "seconds": times,
+        "metrics_within_scrape_timeout": times["metrics"] < SCRAPE_TIMEOUT_SECONDS,
+        "cycle_seconds_mean": round(
+            seen["nettel_cycle_duration_seconds_sum"] / seen["nettel_cycle_duration_seconds_count"],
+            3,
+        ),
+    }
+
+
+def run_flood(ctx: SuiteContext, stages: Sequence[int], max_links: int) -> dict[str, Any]:
+    """Flood a fresh service stage by stage (see METHOD); the figures of each stage."""
+    work, logs = ctx.work / "link-flood", ctx.logs
+    results: list[dict[str, Any]] = []
+    with private_broker(work, "link-flood", logs) as broker:
+        args = [*serve_model_args(), "--subscription", "plain", "--max-links", str(max_links)]
+        service = launch_service(broker.brokers, args, logs / "link-flood.log")
+        try:
+            wait_for_status(service, "/readyz", timeout=120)
+            time.sleep(2.0)
+            baseline = memory_of(service.pid)["VmRSS"]
+            offered = 0
+            for target in stages:
+                publish_seconds = publish_links(broker.brokers, offered, target)
+                offered = target
+                settle(service, offered, max_links, timeout=900)
+                result = stage(service, offered, baseline, max_links)
+                result["publish_seconds"] = round(publish_seconds, 1)
+                results.append(result)
+                ctx.log(f"link_flood: {offered:,} offered, {result['links_tracked']:,} tracked")
+        finally:
+            service.stop()
+    return {
+        "max_links": max_links,
+        "rss_before_flood_mib": round(baseline / MIB, 1),
+        "stages": results,
+    }

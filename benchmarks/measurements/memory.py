@@ -7,14 +7,15 @@ import subprocess
 import sys
 
 from benchmarks.context import SuiteContext
-from benchmarks.environment import REPO_ROOT
-from benchmarks.model import shipped_model
 from benchmarks.report import MeasurementResult
+from benchmarks.support.environment import REPO_ROOT
+from benchmarks.support.model import shipped_model
 
 NAME = "memory"
 MIB = 2**20
 METHOD = (
-    "Per size, a fresh interpreter runs `benchmarks/memory_probe.py`: it builds the runtime "
+    "Per size, a fresh interpreter runs `benchmarks/support/memory_probe.py`: it builds the "
+    "runtime "
     "`nettel serve` builds (settings, state, pipeline, STOMP source never started, the model "
     "when shipped) and the HTTP app, fills the link state (index through `LinkIndex.row_for` "
     "under tracemalloc; buffers grown row by row, so capacity doubles as in ingest, then filled "
@@ -42,7 +43,15 @@ def run(ctx: SuiteContext) -> MeasurementResult:
 
 
 def _probe(n: int, model: str) -> dict:
-    command = [sys.executable, "-m", "benchmarks.memory_probe", "--links", str(n), "--model", model]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.support.memory_probe",
+        "--links",
+        str(n),
+        "--model",
+        model,
+    ]
     completed = subprocess.run(
         command, cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=600
     )

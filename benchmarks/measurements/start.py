@@ -6,11 +6,11 @@ import shutil
 import time
 from pathlib import Path
 
-from benchmarks.broker import private_broker
 from benchmarks.context import SuiteContext
-from benchmarks.link_fill import write_snapshot
-from benchmarks.model import serve_model_args
 from benchmarks.report import MeasurementResult, median
+from benchmarks.support.broker import private_broker
+from benchmarks.support.link_fill import write_snapshot
+from benchmarks.support.model import serve_model_args
 from devtools.service_process import launch_service, wait_for_status
 from service.persistence.snapshot_store import SNAPSHOT_NAME
 

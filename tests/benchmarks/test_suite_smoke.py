@@ -1,7 +1,8 @@
 """Smoke test of the performance suite: `python -m benchmarks --quick` end to end.
 
-Runs every measurement with tiny sizes (real brokers, real `nettel serve` processes, wrk or the
-Python load generator) and checks the shape of the JSON report and of the markdown, never the
+Runs the core group (the default without --only) with tiny sizes (real brokers, real `nettel
+serve` processes, wrk or the Python load generator); test_measurements_quick.py runs some of the
+others. Checks the shape of the JSON report and of the markdown, never the
 timings: those depend on the machine and are the suite's output, not its correctness.
 """
 

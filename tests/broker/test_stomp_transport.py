@@ -9,7 +9,7 @@ import stomp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.receive_path import ReplayedReads
+from benchmarks.support.receive_path import ReplayedReads
 from service.broker.stomp_transport import BufferedTransport, split_frames
 
 

@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 
-from benchmarks.link_fill import link_endpoints, write_snapshot
+from benchmarks.support.link_fill import link_endpoints, write_snapshot
 from devtools.activemq import ActiveMQProcess
 from devtools.broker_process import BrokerProcess
 from devtools.service_process import ServiceProcess, wait_for_status

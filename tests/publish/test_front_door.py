@@ -3,7 +3,7 @@
 connections beyond the limit 503, each counted; X-Forwarded-For is believed only from
 --trusted-proxies; /costmatrix/stream stops at --sse-max-streams; refusals name the client.
 The floods are small (a 64 KiB limit, 16 connections); the big ones are in
-`python -m benchmarks.front_door`."""
+`python -m benchmarks --only front_door`."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-from benchmarks.served_calibration import replay_fluid_mesh  # noqa: E402
+from benchmarks.support.fluid_replay import replay_fluid_mesh  # noqa: E402
 from service.analysis.calibration import Calibration, calibrated_estimates  # noqa: E402
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
 from service.config import Settings  # noqa: E402

@@ -15,7 +15,7 @@ from typing import Any
 
 import stomp
 
-from benchmarks.corpus import WireMessage
+from benchmarks.support.corpus import WireMessage
 from service.broker.stomp_transport import RECV_BYTES, BufferedTransport
 
 STOMP_PY_RECV_BYTES = 16 * 1024

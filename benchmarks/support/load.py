@@ -1,4 +1,5 @@
-"""HTTP load from a separate process: wrk (with benchmarks/wrk_report.lua), or a Python fallback.
+"""HTTP load from a separate process: wrk (with wrk_report.lua beside this module), or a Python
+fallback.
 
 Both report requests/s, latency percentiles, responses by status and errors (transport errors
 plus any response whose status is not the expected one). For multi-megabyte bodies wrk runs
@@ -9,11 +10,11 @@ expected status only if the bytes received per response cover the expected body.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import multiprocessing
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from benchmarks.environment import REPO_ROOT
+from benchmarks.context import Unavailable
 
 LUA_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
 PYTHON_PROCESSES = 2
@@ -144,23 +145,10 @@ def transport_errors(summary: Mapping[str, Any]) -> int:
     return sum(v for k, v in summary["errors"].items() if k != "status")
 
 
-def wrk_parser(
-    prog: str, seconds: float, connections: list[int], output: str
-) -> argparse.ArgumentParser:
-    """The options of a benchmark that drives wrk: --seconds a run, --connections (the counts
-    to run at), --output (report dir, default out/`output`)."""
-    parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument("--seconds", type=float, default=seconds, help="wrk run per count")
-    parser.add_argument(
-        "--connections",
-        type=lambda text: [int(n) for n in text.split(",")],
-        default=connections,
-        help="comma-separated concurrent connections",
-    )
-    parser.add_argument(
-        "--output", type=Path, default=REPO_ROOT / "out" / output, help="report dir"
-    )
-    return parser
+def require_wrk() -> None:
+    """Measurements that drive wrk with a Lua script of their own have no Python fallback."""
+    if shutil.which("wrk") is None:
+        raise Unavailable("wrk is not installed (`apt-get install wrk`)")
 
 
 def _lua_script(count_statuses: bool) -> str:

@@ -50,3 +50,16 @@ def memory_of(pid: int | str = "self") -> dict[str, int]:
 def _stat_fields(pid: int) -> list[str]:
     """Fields of /proc/PID/stat after the command name (state is field 0)."""
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def tree_rss(pid: int) -> int:
+    """Summed RSS of `pid` and all its descendants (0 for those that ended meanwhile)."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            total += memory_of(current).get("VmRSS", 0)
+        except OSError:
+            continue
+        pending += children_of(current)
+    return total

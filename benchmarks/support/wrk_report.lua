@@ -11,7 +11,7 @@ function init(args)
 end
 
 -- BEGIN response: wrk copies every body into Lua when this function exists, which caps it far
--- below what the server sends for multi-megabyte bodies; benchmarks/load.py leaves it out there.
+-- below what the server sends for multi-megabyte bodies; benchmarks/support/load.py leaves it out there.
 function response(status, headers, body)
   statuses[status] = (statuses[status] or 0) + 1
 end

@@ -1,6 +1,6 @@
 """The baseline consumer: stomp.py alone, receiving and counting, nothing else.
 
-    python -m benchmarks.bare_consumer --brokers HOST:PORT --client-id bench-bare \
+    python -m benchmarks.support.bare_consumer --brokers HOST:PORT --client-id bench-bare \
         --topics T1,T2 --expect N [--flavour rabbitmq] --output result.json
 
 Connects like `nettel serve` does (STOMP 1.2, 10 s heart-beats, raw byte bodies, vhost `/`,
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import stomp
 
-from benchmarks.broker import connect, durable_subscriptions
+from benchmarks.support.broker import connect, durable_subscriptions
 from service.broker.flavour import Flavour
 
 
@@ -85,7 +85,7 @@ def _summary(listener: CountingListener) -> dict[str, float | int | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bare_consumer")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.support.bare_consumer")
     parser.add_argument("--brokers", required=True)
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--topics", required=True, help="comma-separated destinations")

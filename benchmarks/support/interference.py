@@ -13,7 +13,7 @@ import resource
 import time
 from dataclasses import dataclass
 
-from benchmarks.proc import CLOCK_TICKS
+from benchmarks.support.proc import CLOCK_TICKS
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import stomp
 
-from benchmarks.broker import connect
-from benchmarks.corpus import WireMessage
+from benchmarks.support.broker import connect
+from benchmarks.support.corpus import WireMessage
 
 RECEIPT_TIMEOUT = 600.0
 

@@ -1,37 +1,24 @@
-"""Dataset build speed and memory: `nettel dataset --engine spark` (local mode) vs in memory.
-
-    python -m benchmarks.spark_dataset [--sites 12] [--days 0.25] [--scales 1,2,4]
-                                       [--cores 2] [--points-per-group N]
-                                       [--engines memory,spark] [--layout capture|documents]
-                                       [--output out/spark_dataset]
-
-Input: a simulated mesh (`simulation.simulator`), `scale` x `days` long, written under `--output`
-(git-ignored `out/`) as a bus capture (one histogram-owdelay and one packet-loss-rate message
-per link and minute, `simulation.bus_format`) or as the OSG archive's ps_owd and ps_packetloss
-exports (Parquet, one document per link and minute each: delay statistics, no histogram), and
-one flow file per link for the router map.
-Each engine runs as its own `python -m service dataset` process; its wall time and the peak of
-the summed RSS of its process tree (driver, JVM, Python workers), sampled every 0.2 s, are
-reported with rows per second, for every scale. The Spark runs use `local[<cores>]`, shuffle
-partitions = cores and the job's group size (`--points-per-group`, default the job's own).
-Prints a table and writes report.json.
-"""
+"""Dataset build speed and memory: `nettel dataset --engine spark` (local mode) vs in memory, on
+bus captures (this name) or on the OSG archive's exports at scale (`spark_dataset_archive`)."""
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from benchmarks.proc import children_of, memory_of
+from benchmarks.context import SuiteContext, Unavailable
+from benchmarks.report import MeasurementResult
+from benchmarks.support.proc import tree_rss
 from simulation.bus_format import build_delay_message, build_loss_message
 from simulation.simulator import (
     Mesh,
@@ -41,6 +28,105 @@ from simulation.simulator import (
     simulate_utilisation,
 )
 from training.dataset import DEFAULT_START_MINUTE, MINUTES_PER_DAY, WARMUP_MINUTES
+
+NAME = "spark_dataset"
+CORES = 2
+#: Spark's time for 1x..4x the rows: within this share of a least-squares line (linear).
+LINEARITY_LIMIT = 0.20
+#: Spark's peak RSS at the largest input over the smallest, minus 1 (flat).
+MEMORY_GROWTH_LIMIT = 0.10
+METHOD = (
+    "Input: a simulated mesh of S sites (`simulation.simulator`, seed 0), scale x D days long, "
+    "written to the suite's cache (kept between runs, rewritten when the arguments change) as "
+    "{layout}, and one flow file per link for the router map. Each engine runs as its own "
+    "`python -m service dataset` process; its wall time and the peak of the summed RSS of its "
+    "process tree (driver, JVM, Python workers), sampled every 0.2 s, are reported with rows per "
+    f"second, for every scale. The Spark runs use `local[{CORES}]`, shuffle partitions = cores "
+    "and the job's group size (`--points-per-group`: {group}). Linearity: the largest relative "
+    "distance of a Spark run's time from the least-squares line through all of them; memory: "
+    "Spark's peak at the largest input over the smallest."
+)
+LAYOUTS = {
+    "capture": "a bus capture (one histogram-owdelay and one packet-loss-rate message per link "
+    "and minute, `simulation.bus_format`)",
+    "documents": "the OSG archive's ps_owd and ps_packetloss exports (Parquet, one document per "
+    "link and minute each: delay statistics, no histogram)",
+}
+
+
+def run(ctx: SuiteContext) -> MeasurementResult:
+    sizes = ctx.sizes
+    return measure(
+        ctx,
+        NAME,
+        "capture",
+        (sizes.spark_sites, sizes.spark_days, sizes.spark_scales),
+        sizes.spark_points_per_group,
+    )
+
+
+def measure(
+    ctx: SuiteContext,
+    name: str,
+    layout: str,
+    shape: tuple[int, float, Sequence[int]],
+    points_per_group: int | None,
+) -> MeasurementResult:
+    """Both engines at every scale of `shape` (sites, days of 1x, scales), as measurement `name`."""
+    _require_spark()
+    sites, days, scales = shape
+    group = f"{points_per_group:,} datapoints" if points_per_group else "the job's own, 400,000"
+    method = METHOD.format(layout=LAYOUTS[layout], group=group)
+    title = "Dataset build: Spark vs in memory" + (
+        ", archive exports" if layout == "documents" else ", bus captures"
+    )
+    result = MeasurementResult(name, title, method)
+    result.add("sites", "sites", sites)
+    result.add("days", "days of the 1x input", days, "d")
+    runs = []
+    for scale in scales:
+        directory = ctx.cache / name / f"x{scale}"
+        ctx.log(f"{name}: x{scale} input")
+        records = prepared_input(directory, sites, days * scale, layout)
+        for engine in ("memory", "spark"):
+            ctx.log(f"{name}: x{scale} {engine}")
+            runs.append(
+                {"scale": scale, "engine": engine, "records": records}
+                | run_engine(engine, directory, CORES, points_per_group)
+            )
+    for r in runs:
+        label, key = f"x{r['scale']} {r['engine']}", f"{r['engine']}_x{r['scale']}"
+        result.add(f"rows_{key}", f"{label}: rows", r["rows"])
+        result.add(f"seconds_{key}", f"{label}: wall time", r["seconds"], "s")
+        result.add(f"rate_{key}", f"{label}: rows/s", r["rows_per_second"], "rows/s")
+        result.add(f"peak_{key}", f"{label}: peak RSS of the process tree", r["peak_mb"], "MB")
+    spark = [r for r in runs if r["engine"] == "spark"]
+    growth = spark[-1]["peak_mb"] / spark[0]["peak_mb"] - 1
+    nonlinearity = _nonlinearity(spark)
+    result.add("linearity", "Spark: largest distance from the fitted line", nonlinearity)
+    result.add("memory_growth", "Spark: peak RSS growth, smallest to largest input", growth)
+    result.target(
+        "linearity", "Spark time, distance from linear", nonlinearity, "<=", LINEARITY_LIMIT
+    )
+    result.target("memory_growth", "Spark peak RSS growth", growth, "<=", MEMORY_GROWTH_LIMIT)
+    result.details["runs"] = runs
+    return result
+
+
+def _nonlinearity(runs: list[dict[str, Any]]) -> float:
+    """Largest |time - fit| / time over `runs`, for the least-squares line of time on rows."""
+    rows = np.array([r["rows"] for r in runs], dtype=float)
+    seconds = np.array([r["seconds"] for r in runs])
+    slope, intercept = np.polyfit(rows, seconds, 1)
+    return float(np.max(np.abs(seconds - (slope * rows + intercept)) / seconds))
+
+
+def _require_spark() -> None:
+    if importlib.util.find_spec("pyspark") is None:
+        raise Unavailable("pyspark is not installed: install nettel's `spark` extra")
+    if shutil.which("java") is None:
+        raise Unavailable("no `java` on PATH: Spark needs a JRE")
+
 
 SEED = 0
 SAMPLE_SECONDS = 0.2
@@ -205,66 +291,3 @@ def run_engine(
         "rows_per_second": rows / seconds,
         "peak_mb": peak / 2**20,
     }
-
-
-def tree_rss(pid: int) -> int:
-    """Summed RSS of `pid` and all its descendants (0 for those that ended meanwhile)."""
-    total, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            total += memory_of(current).get("VmRSS", 0)
-        except OSError:
-            continue
-        pending += children_of(current)
-    return total
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sites", type=int, default=12)
-    parser.add_argument("--days", type=float, default=0.25, help="days of the 1x input")
-    parser.add_argument("--scales", default="1,2,4")
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--engines", default="memory,spark")
-    parser.add_argument(
-        "--layout",
-        choices=("capture", "documents"),
-        default="capture",
-        help="archive written: bus capture JSONL, or ps_owd / ps_packetloss Parquet exports",
-    )
-    parser.add_argument(
-        "--points-per-group",
-        type=int,
-        default=None,
-        help="Spark's link-group bound in datapoints (default: the job's own, 400,000)",
-    )
-    parser.add_argument("--output", type=Path, default=Path("out/spark_dataset"))
-    args = parser.parse_args(argv)
-    results = []
-    for scale in (int(s) for s in args.scales.split(",")):
-        directory = args.output / f"x{scale}"
-        records = prepared_input(directory, args.sites, args.days * scale, args.layout)
-        for engine in args.engines.split(","):
-            result = {"scale": scale, "engine": engine, "records": records}
-            result |= run_engine(engine, directory, args.cores, args.points_per_group)
-            results.append(result)
-            print(
-                f"x{scale} {engine:6s} {result['rows']:>9,} rows {result['seconds']:7.1f} s"
-                f" {result['rows_per_second']:>9,.0f} rows/s  peak {result['peak_mb']:6,.0f} MB",
-                flush=True,
-            )
-    report = {
-        "sites": args.sites,
-        "layout": args.layout,
-        "days_1x": args.days,
-        "cores": args.cores,
-        "points_per_group": args.points_per_group,
-        "results": results,
-    }
-    (args.output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

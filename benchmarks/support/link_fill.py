@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.corpus import sites_for
+from benchmarks.support.corpus import sites_for
 from service.parse.records import LinkEndpoints
 from service.persistence.snapshot_codec import encode_state
 from service.persistence.snapshot_store import SnapshotStore

@@ -1,56 +1,142 @@
-"""pScheduler results through PUT /ingest/pscheduler: sustained rate, latency, queued memory.
-
-    python -m benchmarks.pscheduler_ingest [--seconds 20] [--connections 16,64,256]
-                                           [--links 2500] [--output out/bench-pscheduler]
-
-A `nettel serve` (shipped model, default interval and freshness, ingest token set; no broker
-listens at its --brokers, so all data comes over HTTP) takes run records from wrk: keep-alive
-connections, each PUTting the next body as soon as the last was answered. Bodies are latencybg
-runs over `--links` links of the training simulator's mesh (its histograms: 600 packets, ~100
-buckets), posted within the last 30 minutes, every one with its own run id. wrk has one
-address (127.0.0.1), so the per-client rate limit is raised for the run.
-
-For each connection count: 202s per second and wrk's latency percentiles while wrk runs; then
-the time until the service applied everything it took (`nettel_ingest_queued_frames` 0 and
-`nettel_pscheduler_runs_total` grown by the 202 count), so "applied/s" counts only runs that
-reached the state. Memory per queued result: tracemalloc around `FrameBatcher.offer` of the same
-bodies in this process (what a waiting run costs: its body and its place in the queue).
-"""
+"""pScheduler results through PUT /ingest/pscheduler: sustained rate, latency, queued memory."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 
-from benchmarks.corpus import mesh_for, simulated_pool
-from benchmarks.environment import describe_environment
-from benchmarks.interference import other_cores, sample_cpu
-from benchmarks.load import (
+from benchmarks.context import SuiteContext
+from benchmarks.report import MeasurementResult
+from benchmarks.support.corpus import mesh_for, simulated_pool
+from benchmarks.support.interference import other_cores, sample_cpu
+from benchmarks.support.load import (
     LUA_SCRIPT,
     latency_ms,
+    require_wrk,
     transport_errors,
     wrk_command,
-    wrk_parser,
     wrk_summary,
 )
-from benchmarks.model import model_description
-from benchmarks.proc import cpu_seconds
+from benchmarks.support.proc import cpu_seconds
+from benchmarks.support.service_process import labelled_samples
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.pipeline import PSCHEDULER_DESTINATION
 
+NAME = "pscheduler_ingest"
 TOKEN = "bench-ingest-token"
 TARGET_RATE = 5000.0
 TARGET_P99_MS = 50.0
+METHOD = (
+    "A `nettel serve` (shipped model, default interval and freshness, ingest token set, "
+    "`--brokers none`: all data comes over HTTP) takes run records from wrk: keep-alive "
+    "connections, each PUTting the next body as soon as the last was answered. Bodies are "
+    "latencybg runs over L links of the training simulator's mesh (its histograms: 600 packets, "
+    "~100 buckets), posted within the last 30 minutes, every one with its own run id. wrk has "
+    "one address (127.0.0.1), so the per-client rate limit is raised to 1,000,000 runs/s for the "
+    "run (the limiter's own cost is in the figures, its refusals are not). After a 3 s warm-up "
+    "(every link gets its row), for each connection count: 202s per second and wrk's latency "
+    "percentiles while wrk runs; then the time until the service applied everything it took "
+    "(`nettel_pscheduler_runs_total` grown by the 202 count), so applied/s counts only runs that "
+    "reached the state. Once the intake queue is full, runs are refused with 503 (backpressure). "
+    "Memory per queued result: tracemalloc around `FrameBatcher.offer` of the same bodies in the "
+    "suite's process (a waiting run's body and its place in the queue)."
+)
+
+
+def run(ctx: SuiteContext) -> MeasurementResult:
+    require_wrk()
+    sizes = ctx.sizes
+    templates = run_templates(sizes.pscheduler_links, time.time(), ctx.cache)
+    templates_file = ctx.work / "run-templates.jsonl"
+    templates_file.write_bytes(b"\n".join(templates) + b"\n")
+    extra = ["--interval", "10", "--freshness", "1", "--ingest-client-rate", "1000000"]
+    extra += ["--ingest-client-burst", "1000000"]
+    env = {"NETTEL_INGEST_TOKEN": TOKEN}
+    service = launch_service("none", extra, ctx.logs / "pscheduler-serve.log", env=env)
+    try:
+        wait_for_status(service, "/healthz", timeout=60)
+        measure(service, templates_file, 3, 16)  # warm-up: every link gets its row
+        runs = []
+        for connections in sizes.pscheduler_connections:
+            ctx.log(f"pscheduler_ingest: {connections} connections")
+            runs.append(measure(service, templates_file, sizes.pscheduler_seconds, connections))
+    finally:
+        service.stop()
+    return _result(ctx, runs, queued_memory(templates))
+
+
+def _result(
+    ctx: SuiteContext, runs: list[dict[str, Any]], memory: dict[str, float]
+) -> MeasurementResult:
+    result = MeasurementResult(NAME, "pScheduler ingest over HTTP", METHOD)
+    result.add("links", "links posted", ctx.sizes.pscheduler_links)
+    result.add("seconds", "seconds per connection count", ctx.sizes.pscheduler_seconds, "s")
+    for r in runs:
+        n = r["connections"]
+        result.add(f"applied_{n}", f"{n} connections: applied runs/s", r["applied_per_s"], "runs/s")
+        result.add(f"p50_{n}", f"{n} connections: p50 latency", r["p50_ms"], "ms")
+        result.add(f"p99_{n}", f"{n} connections: p99 latency", r["p99_ms"], "ms")
+        result.add(f"refused_{n}", f"{n} connections: answered other than 202", r["other_statuses"])
+        result.add(
+            f"cpu_{n}", f"{n} connections: service CPU per run", r["service_cpu_us_per_run"], "µs"
+        )
+    result.add("queued_bytes", "memory per queued result", memory["bytes_per_queued_result"], "B")
+    result.add("body_bytes", "mean body", memory["mean_body_bytes"], "B")
+    slowest = min(runs, key=lambda r: r["applied_per_s"])
+    result.target(
+        "applied",
+        "applied runs/s, slowest connection count",
+        slowest["applied_per_s"],
+        ">=",
+        TARGET_RATE,
+        "runs/s",
+    )
+    worst = max(runs, key=lambda r: r["p99_ms"])
+    result.target(
+        "p99", "p99 latency, worst connection count", worst["p99_ms"], "<=", TARGET_P99_MS, "ms"
+    )
+    result.details["tables"] = [
+        {
+            "title": "Connection counts",
+            "columns": [
+                "connections",
+                "202 / s",
+                "applied / s",
+                "p50 ms",
+                "p99 ms",
+                "max ms",
+                "non-202",
+                "drain s",
+                "service CPU µs / run",
+                "other processes (cores)",
+            ],
+            "rows": [
+                [
+                    r["connections"],
+                    f"{r['accepted_per_s']:,.0f}",
+                    f"{r['applied_per_s']:,.0f}",
+                    f"{r['p50_ms']:.1f}",
+                    f"{r['p99_ms']:.1f}",
+                    f"{r['max_ms']:.1f}",
+                    _refusals(r),
+                    f"{r['drain_seconds']:.2f}",
+                    f"{r['service_cpu_us_per_run']:.0f}",
+                    f"{r['other_cores']:.2f}",
+                ]
+                for r in runs
+            ],
+        }
+    ]
+    result.details["runs"] = runs
+    return result
+
+
 #: wrk_report.lua counts statuses and prints the summary; this adds the PUT of run bodies:
 #: templates (one JSON body a line) from the first script argument, each request's RUNID
 #: replaced by a number of its own.
@@ -155,13 +241,7 @@ def _wrk(url: str, templates_file: Path, seconds: float, connections: int) -> di
 
 def _applied(url: str) -> float:
     """Runs the service counted so far, whatever their outcome."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    runs = sum(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith("nettel_pscheduler_runs_total{")
-    )
-    return runs
+    return sum(labelled_samples(url, "nettel_pscheduler_runs_total").values())
 
 
 def _wait_applied(url: str, target: float, since: float, timeout: float = 120.0) -> float:
@@ -187,77 +267,9 @@ def queued_memory(templates: Sequence[bytes], count: int = 20_000) -> dict[str, 
     return {"mean_body_bytes": mean_body, "bytes_per_queued_result": per_result}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    output: Path = args.output
-    output.mkdir(parents=True, exist_ok=True)
-    templates = run_templates(args.links, time.time(), output / "cache")
-    templates_file = output / "run-templates.jsonl"
-    templates_file.write_bytes(b"\n".join(templates) + b"\n")
-    extra = ["--interval", "10", "--freshness", "1", "--ingest-client-rate", "1000000"]
-    extra += ["--ingest-client-burst", "1000000"]
-    service = launch_service(
-        "none",  # no broker: HTTP only
-        extra,
-        output / "service.log",
-        env={"NETTEL_INGEST_TOKEN": TOKEN},
-    )
-    try:
-        wait_for_status(service, "/healthz", timeout=60)
-        measure(service, templates_file, 3, 16)  # warm-up: every link gets its row
-        results = [measure(service, templates_file, args.seconds, n) for n in args.connections]
-    finally:
-        service.stop()
-    report = {
-        "environment": describe_environment("wrk", model_description()),
-        "links": args.links,
-        "seconds": args.seconds,
-        "runs": results,
-        "memory": queued_memory(templates),
-    }
-    (output / "report.json").write_text(json.dumps(report, indent=1))
-    print(render(report))
-    return 0
-
-
-def render(report: dict[str, Any]) -> str:
-    lines = [
-        f"links {report['links']}, {report['seconds']} s per connection count; "
-        f"target >= {TARGET_RATE:,.0f} results/s applied, p99 <= {TARGET_P99_MS:g} ms",
-        "| connections | 202 / s | applied / s | p50 ms | p99 ms | max ms | non-202 | drain s "
-        "| service CPU us / run | other processes (cores) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in report["runs"]:
-        lines.append(
-            f"| {r['connections']} | {r['accepted_per_s']:,.0f} | {r['applied_per_s']:,.0f} "
-            f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
-            f"| {_refusals(r)} | {r['drain_seconds']:.2f} "
-            f"| {r['service_cpu_us_per_run']:.0f} | {r['other_cores']:.2f} |"
-        )
-    memory = report["memory"]
-    lines.append(
-        f"memory per queued result: {memory['bytes_per_queued_result']:,.0f} B "
-        f"(mean body {memory['mean_body_bytes']:,.0f} B)"
-    )
-    return "\n".join(lines)
-
-
 def _refusals(run: dict[str, Any]) -> str:
     """Answers other than 202 by status, and transport errors (e.g. `503: 1,852`)."""
     parts = [f"{code}: {n:,}" for code, n in sorted(run["statuses"].items()) if code != "202"]
     if run["transport_errors"]:
         parts.append(f"errors: {run['transport_errors']:,}")
     return ", ".join(parts) or "0"
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = wrk_parser(
-        "python -m benchmarks.pscheduler_ingest", 20.0, [16, 64, 256], "bench-pscheduler"
-    )
-    parser.add_argument("--links", type=int, default=2500, help="distinct links posted")
-    return parser
-
-
-if __name__ == "__main__":
-    sys.exit(main())

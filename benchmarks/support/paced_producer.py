@@ -1,6 +1,6 @@
 """Background ingest at a steady rate: realistic one-datapoint messages for every link, paced.
 
-    python -m benchmarks.paced_producer --brokers HOST:PORT --links 15000 --rate 5000 \
+    python -m benchmarks.support.paced_producer --brokers HOST:PORT --links 15000 --rate 5000 \
         --cache out/bench/cache --ready-file F --output stats.json
 
 Simulates one minute of the mesh (cached between runs), connects, touches `--ready-file`, then
@@ -19,9 +19,9 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.broker import connect
-from benchmarks.corpus import build_live_message, simulated_pool
-from benchmarks.publishing import send
+from benchmarks.support.broker import connect
+from benchmarks.support.corpus import build_live_message, simulated_pool
+from benchmarks.support.publishing import send
 
 BATCH_SECONDS = 0.01
 
@@ -49,7 +49,7 @@ def produce(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.paced_producer")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.support.paced_producer")
     parser.add_argument("--brokers", required=True)
     parser.add_argument("--links", type=int, required=True)
     parser.add_argument("--rate", type=float, required=True, help="messages per second")

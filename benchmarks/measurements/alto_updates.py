@@ -1,36 +1,20 @@
 """ALTO update streams (RFC 8895): how large a cycle's merge patch is next to the full document,
-and what building them costs, at 15,000 links.
-
-    python -m benchmarks.alto_updates [--links 15000] [--minutes 4] [--endpoints 100]
-                                      [--output out/bench-alto-updates]
-
-In this process, no HTTP: a link state of `--links` full links (`benchmarks.link_fill`, the 20
-sites with /24 netroutes of `benchmarks.alto_endpoint_cost`) gets `--minutes` further minutes
-of data (each link's base delay kept; jitter, queueing and loss drawn anew, as link_fill draws
-them), with a matrix recomputed after each (no model: costs from the empirical filter). Each
-resource a client can follow is then sent as the update stream sends it
-(`alto_updates.SharedDocuments`): the network map, the cost maps of `priv:nettel-cost` and
-`delay-ow`, a filtered `delay-ow` map of one source site, and endpoint costs of `--endpoints` x
-`--endpoints` measured hosts. Per resource and recompute: full document and patch bytes, the
-time to build the document and its patch for the first substream, and for a second substream
-following the same resource (shared: the cost per extra client).
-"""
+and what building them costs, at 15,000 links."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
-from benchmarks.alto_endpoint_cost import request_bodies, site_networks
-from benchmarks.environment import describe_environment
-from benchmarks.link_fill import SEED, advance_minute, build_full_state
+from benchmarks.context import SuiteContext
+from benchmarks.report import MeasurementResult
+from benchmarks.support.alto_mesh import request_bodies, site_networks
+from benchmarks.support.link_fill import SEED, advance_minute, build_full_state
 from service.matrix.cycle import MatrixCycle
 from service.matrix.snapshot import CostMatrix
 from service.matrix.views import aggregate_sites
@@ -39,6 +23,73 @@ from service.publish.alto.updates import SharedDocuments, Substream, resolve_sou
 from service.publish.alto.view import AltoView
 from service.publish.publishers import SnapshotMemo
 from service.topology.topology import Topology
+
+NAME = "alto_updates"
+METHOD = (
+    "In the suite's process, no HTTP: a link state of L full links "
+    "(`benchmarks/support/link_fill.py`, the 20 sites with /24 netroutes of "
+    "`alto_endpoint_cost`) gets M further minutes of data (each link's base delay kept; jitter, "
+    "queueing and loss drawn anew), with a matrix recomputed after each (no model: costs from "
+    "the empirical filter). Each resource a client can follow is then sent as the update stream "
+    "sends it (`SharedDocuments`): the network map, the cost maps of `priv:nettel-cost` and "
+    "`delay-ow`, a filtered `delay-ow` map of one source site, and endpoint costs of E x E "
+    "measured hosts. Per resource, medians over the recomputes: full document and patch bytes, "
+    "the time to build the document and its patch for the first substream, and for a second "
+    "substream following the same resource (shared: the cost per extra client)."
+)
+
+
+def run(ctx: SuiteContext) -> MeasurementResult:
+    sizes = ctx.sizes
+    ctx.log(f"alto_updates: {sizes.alto_links:,} links, {sizes.alto_update_minutes} minutes")
+    measured = measure(sizes.alto_links, sizes.alto_update_minutes, sizes.alto_endpoints)
+    result = MeasurementResult(NAME, "ALTO update streams: patches and their cost", METHOD)
+    result.add("links", "links", measured["links"])
+    result.add("minutes", "recomputes", measured["minutes"])
+    result.add("cycle", "matrix recompute (median)", measured["cycle_s_median"], "s")
+    result.add("view", "site aggregation and network map (median)", measured["view_s_median"], "s")
+    rows = []
+    for i, (name, f) in enumerate(measured["resources"].items()):
+        full, patch = f["full_bytes"], f["patch_bytes"]
+        result.add(f"full_{i}", f"{name}: full document", full, "B")
+        result.add(f"patch_{i}", f"{name}: patch", patch, "B")
+        result.add(f"first_{i}", f"{name}: first substream", f["first_ms"], "ms")
+        result.add(f"other_{i}", f"{name}: each other substream", f["second_ms"], "ms")
+        rows.append(
+            [
+                name,
+                f"{full / 1000:,.1f} kB",
+                f"{patch / 1000:,.1f} kB",
+                f"{patch / full:.0%}",
+                f"{f['first_ms']:.2f} ms",
+                f"{f['second_ms']:.2f} ms",
+            ]
+        )
+    network = measured["resources"]["network map"]
+    result.target(
+        "network_patch",
+        "network map patch (topology unchanged)",
+        network["patch_bytes"],
+        "<=",
+        0,
+        "B",
+    )
+    result.details["tables"] = [
+        {
+            "title": "Resources (medians)",
+            "columns": [
+                "resource",
+                "full document",
+                "patch",
+                "patch / full",
+                "first substream",
+                "each other",
+            ],
+            "rows": rows,
+        }
+    ]
+    return result
+
 
 DELAY = {"cost-mode": "numerical", "cost-metric": "delay-ow"}
 
@@ -59,7 +110,7 @@ def resources(n_links: int, endpoints: int) -> dict[str, AddUpdate]:
     }
 
 
-def run(n_links: int, minutes: int, endpoints: int) -> dict[str, Any]:
+def measure(n_links: int, minutes: int, endpoints: int) -> dict[str, Any]:
     now = 1_800_000_000.0
     state = build_full_state(n_links, now)
     networks = site_networks(n_links)
@@ -128,39 +179,3 @@ def run(n_links: int, minutes: int, endpoints: int) -> dict[str, Any]:
             for name, series in rows.items()
         },
     }
-
-
-def report(result: dict[str, Any]) -> str:
-    lines = [
-        f"{result['links']:,} links, median over {result['minutes']} recomputes "
-        f"(recompute {result['cycle_s_median']:.2f} s, site aggregation and network map "
-        f"{result['view_s_median'] * 1000:.0f} ms):",
-        "",
-        "| resource | full document | patch | patch / full | first substream | each other |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, figures in result["resources"].items():
-        full, patch = figures["full_bytes"], figures["patch_bytes"]
-        lines.append(
-            f"| {name} | {full / 1000:,.1f} kB | {patch / 1000:,.1f} kB | "
-            f"{patch / full:.0%} | {figures['first_ms']:.1f} ms | {figures['second_ms']:.2f} ms |"
-        )
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--links", type=int, default=15_000)
-    parser.add_argument("--minutes", type=int, default=4)
-    parser.add_argument("--endpoints", type=int, default=100)
-    parser.add_argument("--output", type=Path, default=Path("out/bench-alto-updates"))
-    args = parser.parse_args(argv)
-    result = run(args.links, args.minutes, args.endpoints)
-    result["environment"] = describe_environment("none", "none: costs from the empirical filter")
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "alto_updates.json").write_text(json.dumps(result, indent=2))
-    print(report(result))
-
-
-if __name__ == "__main__":
-    main()

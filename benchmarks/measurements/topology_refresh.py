@@ -1,33 +1,10 @@
-"""Topology refresh: a large CRIC export re-read and swapped in under live link state.
-
-    python -m benchmarks.topology_refresh [--sites 400] [--prefixes 10000] [--links 15000]
-                                          [--repeats 5] [--output out/bench]
-
-A synthetic CRIC `rcsite` export of `sites` sites (each with a PerfSonar latency and bandwidth
-service, two CEs, and `prefixes / sites` networks in three netroutes: 4/5 IPv4 from /16 to /28,
-1/5 IPv6 /48 to /64, nested within a site and a few reaching into the next site's block, so
-longest-prefix matching decides) is written to a file. A `LinkState` holds `links` links whose
-ends are the sites' hosts: one per site named in the export (matched by host name), two known
-only by an address inside the site's networks (matched by prefix), and a few addresses in no
-network (unmapped), each link with a delay and a loss datapoint.
-
-Each repeat runs `TopologyRefresher.refresh()` (read, decode, detect, parse, match every link's
-ends off the lock, swap) while an ingest thread applies batches of 100 loss datapoints as fast
-as it can, and records: the refresh's wall time, its parts, the longest single hold of the
-state's lock (measured inside it), and the longest `apply_batch` call of the ingest thread
-during the refresh (against the same thread's longest call over as long without a refresh):
-what ingest waited, lock and GIL together. Prints one JSON document and writes it to
-`<output>/topology_refresh.json`. Targets: refresh under 1 s, no ingest pause over 50 ms.
-"""
+"""Topology refresh: a large CRIC export re-read and swapped in under live link state."""
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
-import json
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -37,11 +14,72 @@ from typing import Any
 
 import orjson
 
-from benchmarks.environment import REPO_ROOT, describe_environment
+from benchmarks.context import SuiteContext
+from benchmarks.report import MeasurementResult
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 from service.state.link_state import LinkState
 from service.topology.loading import load_topology
 from service.topology.refresh import TopologyRefresher
+
+NAME = "topology_refresh"
+METHOD = (
+    "A synthetic CRIC `rcsite` export of S sites (each with a PerfSonar latency and bandwidth "
+    "service, two CEs, and P / S networks in three netroutes: 4/5 IPv4 from /16 to /28, 1/5 IPv6 "
+    "/48 to /64, nested within a site and a few reaching into the next site's block, so "
+    "longest-prefix matching decides) is written to a file. A `LinkState` holds L links whose "
+    "ends are the sites' hosts: one per site named in the export (matched by host name), two "
+    "known only by an address inside the site's networks (matched by prefix), and a few "
+    "addresses in no network (unmapped), each link with a delay and a loss datapoint. Each "
+    "repeat runs `TopologyRefresher.refresh()` (read, decode, detect, parse, match every link's "
+    "ends off the lock, swap) while an ingest thread applies batches of 100 loss datapoints as "
+    "fast as it can, and records the refresh's wall time, its parts, the longest single hold of "
+    "the state's lock (measured inside it), and the longest `apply_batch` call of the ingest "
+    "thread during the refresh (against the same thread's longest call over a second without a "
+    "refresh): what ingest waited, lock and GIL together."
+)
+
+
+def run(ctx: SuiteContext) -> MeasurementResult:
+    sizes = ctx.sizes
+    ctx.log(f"topology_refresh: {sizes.topology_sites} sites, {sizes.topology_links:,} links")
+    m = measure(
+        sizes.topology_sites, sizes.topology_prefixes, sizes.topology_links, sizes.topology_repeats
+    )
+    result = MeasurementResult(NAME, "Topology refresh under live ingest", METHOD)
+    result.add("sites", "sites in the export", m["sites"])
+    result.add("networks", "networks", m["networks"])
+    result.add("export_bytes", "export size", m["export_bytes"], "B")
+    result.add("links", "links", m["links"])
+    result.add("unmapped", "links with an unmapped end", m["links_unmapped"])
+    result.add("repeats", "refreshes", len(m["runs"]))
+    result.add("refresh_median", "refresh (median)", m["refresh_seconds_median"], "s")
+    result.add("refresh_max", "refresh (max)", m["refresh_seconds_max"], "s")
+    parse = statistics.median(r["read_and_parse_seconds"] for r in m["runs"])
+    result.add("parse_median", "of which read and parse (median, timed apart)", parse, "s")
+    result.add("lock_max", "longest hold of the state's lock", m["lock_held_seconds_max"], "s")
+    result.add(
+        "pause_max", "longest ingest call during a refresh", m["ingest_pause_seconds_max"], "s"
+    )
+    result.add(
+        "baseline_max",
+        "longest ingest call without a refresh",
+        m["ingest_baseline_seconds_max"],
+        "s",
+    )
+    result.target(
+        "refresh_max", "refresh (max)", m["refresh_seconds_max"], "<=", TARGET_REFRESH_S, "s"
+    )
+    result.target(
+        "pause_max",
+        "longest ingest call during a refresh",
+        m["ingest_pause_seconds_max"],
+        "<=",
+        TARGET_PAUSE_S,
+        "s",
+    )
+    result.details["runs"] = m["runs"]
+    return result
+
 
 TARGET_REFRESH_S = 1.0
 TARGET_PAUSE_S = 0.050
@@ -203,7 +241,6 @@ def measure(sites: int, prefixes: int, links: int, repeats: int) -> dict[str, An
         "lock_held_seconds_max": max(r["lock_held_seconds"] for r in runs),
         "ingest_pause_seconds_max": max(r["ingest_longest_call_seconds"] for r in runs),
         "ingest_baseline_seconds_max": max(r["baseline_longest_call_seconds"] for r in runs),
-        "targets": {"refresh_seconds": TARGET_REFRESH_S, "ingest_pause_seconds": TARGET_PAUSE_S},
     }
 
 
@@ -232,26 +269,3 @@ def _one_refresh(
         "baseline_longest_call_seconds": ingest.longest_between(baseline_start, baseline_end),
         "ingest_calls_during_refresh": sum(1 for t, _ in ingest.calls if started <= t <= ended),
     }
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.topology_refresh")
-    parser.add_argument("--sites", type=int, default=400)
-    parser.add_argument("--prefixes", type=int, default=10_000)
-    parser.add_argument("--links", type=int, default=15_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / "out" / "bench")
-    args = parser.parse_args(argv)
-    result = {
-        "environment": describe_environment("none", "none"),
-        **measure(args.sites, args.prefixes, args.links, args.repeats),
-    }
-    args.output.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result, indent=2)
-    (args.output / "topology_refresh.json").write_text(text + "\n")
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

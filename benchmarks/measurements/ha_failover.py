@@ -1,53 +1,47 @@
 """High availability: telemetry publisher failover and client requests through HAProxy while
-replicas are SIGKILLed.
-
-    python -m benchmarks.ha_failover [--kills 5] [--broker activemq|rabbitmq] [--links 120]
-                                     [--threads 4] [--output out/bench] [-- SERVE FLAGS]
-
-A private broker (on RabbitMQ the group's lease queue is declared with
-x-single-active-consumer first, as an operator would), two `nettel serve` replicas in one
-`--ha-group` with the default lease (2 s tokens, 6 s timeout) and cycle settings (`--model none`
-unless other serve flags are given), each with its own client id and durable subscription, and
-HAProxy with the shipped deploy/haproxy/haproxy.cfg in front of them. A feed gives each of
-`links` links its datapoint of every minute, spread over the minute as perfSONAR hosts send
-them; `threads` closed-loop clients GET /costmatrix through HAProxy all along.
-
-Each of `kills` rounds SIGKILLs the current leader (read from /readyz) and records the failover
-time: from the kill to the first telemetry message that arrives 0.1 s or more after it (only the
-new leader publishes then), and to /readyz naming the other replica leader. The killed replica is
-restarted on its port (same client id) and the next round waits until it is back in HAProxy.
-Reported: failover p50/max, requests and failed requests through HAProxy (any non-200 or
-transport error) with latency p50/p99. Prints one JSON document and writes it to
-`<output>/ha_failover.json`.
-"""
+replicas are SIGKILLed, on ActiveMQ (this name) or RabbitMQ (`ha_failover_rabbitmq`)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import random
 import statistics
-import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import stomp
 
-from benchmarks.broker import private_broker, private_rabbitmq
-from benchmarks.corpus import build_marker_message
-from benchmarks.environment import REPO_ROOT, describe_environment
-from benchmarks.report import percentile
+from benchmarks.context import SuiteContext
+from benchmarks.report import MeasurementResult, percentile
+from benchmarks.support.broker import private_broker, private_rabbitmq
+from benchmarks.support.corpus import build_marker_message
 from devtools.broker_process import BrokerProcess
 from devtools.haproxy import HAProxyProcess
 from devtools.http_load import HttpLoad
 from devtools.rabbitmq import RabbitMQProcess
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
+NAME = "ha_failover"
+#: Publisher failover asked for (docs/high-availability.md).
+TARGET_FAILOVER_SECONDS = 15.0
+METHOD = (
+    "A private broker (on RabbitMQ the group's lease queue is declared with "
+    "x-single-active-consumer first, as an operator would), two `nettel serve` replicas in one "
+    "`--ha-group` with the default lease (2 s tokens, 6 s timeout) and cycle settings and "
+    "`--model none`, each with its own client id and durable subscription, and HAProxy with the "
+    "shipped deploy/haproxy/haproxy.cfg in front of them. A feed gives each of L links its "
+    "datapoint of every minute, spread over the minute as perfSONAR hosts send them; T "
+    "closed-loop client threads GET /costmatrix through HAProxy all along. Each of K rounds "
+    "SIGKILLs the current leader (read from /readyz) and records the failover time: from the "
+    "kill to the first telemetry message that arrives 0.1 s or more after it (only the new "
+    "leader publishes then), and to /readyz naming the other replica leader. The killed replica "
+    "is restarted on its port (same client id) and the next round waits until it is back in "
+    "HAProxy. Failed requests: any non-200 or transport error through HAProxy."
+)
 GROUP = "bench"
 TOPIC = "/topic/telemetry.bench-ha"
 QUIET_AFTER_KILL = 0.1
@@ -140,16 +134,53 @@ def broker_for(flavour: str, work: Path, logs: Path) -> Iterator[BrokerProcess]:
             yield broker
 
 
-def run(
-    flavour: str, kills: int, links: int, threads: int, extra: list[str], output: Path
-) -> dict[str, Any]:
-    work, logs = output / "work", output / "logs"
-    serve = ["--ha-group", GROUP, "--telemetry-topic", TOPIC, *(extra or ["--model", "none"])]
+def run(ctx: SuiteContext) -> MeasurementResult:
+    return measure(ctx, NAME, "activemq")
+
+
+def measure(ctx: SuiteContext, name: str, flavour: str) -> MeasurementResult:
+    """The failover rounds on `flavour`'s broker, as measurement `name`."""
+    sizes = ctx.sizes
+    title = f"High availability: failover on {'RabbitMQ' if flavour == 'rabbitmq' else 'ActiveMQ'}"
+    result = MeasurementResult(name, title, METHOD)
+    rounds, load = _failover_rounds(ctx, flavour)
+    failover = [r["failover_seconds"] for r in rounds]
+    result.add("links", "links fed every minute", sizes.ha_links)
+    result.add("threads", "client threads through HAProxy", sizes.ha_threads)
+    result.add("kills", "leader kills", len(rounds))
+    for i, r in enumerate(rounds, 1):
+        result.add(f"failover_{i}", f"kill {i}: publisher failover", r["failover_seconds"], "s")
+    result.add("failover_p50", "publisher failover p50", statistics.median(failover), "s")
+    result.add("failover_max", "publisher failover max", max(failover), "s")
+    leader = statistics.median(r["leader_seconds"] for r in rounds)
+    result.add("leader_p50", "kill to /readyz naming the new leader, p50", leader, "s")
+    result.add("requests", "requests through HAProxy", load.requests)
+    result.add("failed", "failed requests", len(load.failures))
+    result.add("latency_p50", "latency p50", percentile(load.latencies, 50) * 1000, "ms")
+    result.add("latency_p99", "latency p99", percentile(load.latencies, 99) * 1000, "ms")
+    result.target(
+        "failover_max",
+        "publisher failover, worst kill",
+        max(failover),
+        "<=",
+        TARGET_FAILOVER_SECONDS,
+        "s",
+    )
+    result.target("failed", "failed requests through HAProxy", len(load.failures), "<=", 0)
+    result.details["rounds"] = rounds
+    result.details["failures"] = sorted({text for _, text in load.failures})[:10]
+    return result
+
+
+def _failover_rounds(ctx: SuiteContext, flavour: str) -> tuple[list[dict[str, float]], Any]:
+    sizes = ctx.sizes
+    work, logs = ctx.work, ctx.logs
+    serve = ["--ha-group", GROUP, "--telemetry-topic", TOPIC, "--model", "none"]
     with broker_for(flavour, work, logs) as broker:
         if isinstance(broker, RabbitMQProcess):
             time.sleep(1.0)  # the node finishes importing the queue's definition
         arrivals = TelemetryArrivals(broker.brokers)
-        feed = MinuteFeed(broker.brokers, links).start()
+        feed = MinuteFeed(broker.brokers, sizes.ha_links).start()
         replicas: dict[str, ServiceProcess] = {}
 
         def launch(name: str, port: int | None = None) -> ServiceProcess:
@@ -166,32 +197,18 @@ def run(
         try:
             wait_until(lambda: any(role(r) == "leader" for r in replicas.values()), 60, "leader")
             with HAProxyProcess(work / "haproxy", addresses) as haproxy:
-                load = HttpLoad(f"{haproxy.url}/costmatrix", threads=threads).start()
-                for _ in range(kills):
+                load = HttpLoad(f"{haproxy.url}/costmatrix", threads=sizes.ha_threads).start()
+                for kill in range(sizes.ha_kills):
+                    ctx.log(f"ha_failover: kill {kill + 1} of {sizes.ha_kills}")
                     rounds.append(kill_leader(replicas, arrivals, launch))
                     time.sleep(4.0)  # back in HAProxy (rise 2 x 1 s) before the next kill
-                result = load.stop()
+                outcome = load.stop()
         finally:
             for replica in replicas.values():
                 replica.stop()
             feed.stop()
             arrivals.close()
-    failover = [r["failover_seconds"] for r in rounds]
-    return {
-        "broker": flavour,
-        "links": links,
-        "kills": kills,
-        "client_threads": threads,
-        "serve_arguments": serve,
-        "rounds": rounds,
-        "failover_p50_seconds": statistics.median(failover),
-        "failover_max_seconds": max(failover),
-        "requests": result.requests,
-        "failed_requests": len(result.failures),
-        "failures": sorted({text for _, text in result.failures})[:10],
-        "latency_p50_ms": percentile(result.latencies, 50) * 1000,
-        "latency_p99_ms": percentile(result.latencies, 99) * 1000,
-    }
+    return rounds, outcome
 
 
 def kill_leader(
@@ -212,27 +229,3 @@ def kill_leader(
     launch(name, port)
     wait_until(lambda: role(replicas[name]) == "standby", 60, "the restarted replica standby")
     return {"failover_seconds": first - killed_at, "leader_seconds": leader_at - killed_at}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.ha_failover")
-    parser.add_argument("--kills", type=int, default=5)
-    parser.add_argument("--broker", choices=("activemq", "rabbitmq"), default="activemq")
-    parser.add_argument("--links", type=int, default=120)
-    parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / "out" / "bench")
-    parser.add_argument("serve_flags", nargs="*", help="after --: flags for nettel serve")
-    args = parser.parse_args(argv)
-    result = {
-        "environment": describe_environment("httpx threads", "none"),
-        **run(args.broker, args.kills, args.links, args.threads, args.serve_flags, args.output),
-    }
-    args.output.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result, indent=2)
-    (args.output / "ha_failover.json").write_text(text + "\n")
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Memory of a serving process holding N full links; run in a fresh interpreter per size.
 
-    python -m benchmarks.memory_probe --links 100000
+    python -m benchmarks.support.memory_probe --links 100000
 
 Imports the serving stack, builds the runtime `nettel serve` builds (broker never contacted),
 fills its link state (index under tracemalloc, so the index's own bytes are known), creates the
@@ -18,8 +18,8 @@ import sys
 import time
 import tracemalloc
 
-from benchmarks.link_fill import fill_buffers, fill_index
-from benchmarks.proc import memory_of
+from benchmarks.support.link_fill import fill_buffers, fill_index
+from benchmarks.support.proc import memory_of
 from service.ingest.parser_processes import ParserProcesses
 from service.parse.records import MeasurementKind
 
@@ -78,7 +78,7 @@ def probe(n_links: int, model: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_probe")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.support.memory_probe")
     parser.add_argument("--links", type=int, required=True)
     parser.add_argument("--model", default="none", help="as `nettel serve --model`")
     args = parser.parse_args(argv)

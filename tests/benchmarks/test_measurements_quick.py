@@ -1,0 +1,54 @@
+"""Measurements run end to end by the suite at quick sizes (`--quick --only NAME`): their report's
+shape and what holds whatever the machine, never their timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def quick_run(name: str, output: Path) -> dict[str, Any]:
+    """`python -m benchmarks --quick --only NAME`; the measurement's section of the report."""
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--only", name, "--fresh"]
+    command += ["--output", str(output), "--docs", "none"]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    report = json.loads((output / "report.json").read_text())
+    assert report["errors"] == {} and report["quick"] is True
+    assert {"cpu_model", "cores", "git_commit"} <= set(report["environment"])
+    measurement: dict[str, Any] = report["measurements"][name]
+    return {key: f["value"] for key, f in measurement["figures"].items()} | {
+        "targets": {t["key"]: t for t in measurement["targets"]}
+    }
+
+
+def test_alto_update_streams_send_patches_no_larger_than_documents(tmp_path: Path) -> None:
+    figures = quick_run("alto_updates", tmp_path)
+    assert figures["patch_0"] == 0  # the network map: no topology change, no patch
+    assert 0 < figures["patch_1"] <= figures["full_1"]  # the cost map: changed values
+    assert figures["targets"]["network_patch"]["met"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_backfill_fills_every_link(tmp_path: Path) -> None:
+    figures = quick_run("backfill", tmp_path)
+    assert (figures["links"], figures["full"]) == (60, 60)
+    assert figures["archive_requests"] == 2 + 2 * 60
+    assert 0 < figures["ready"] < 60
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_warm_start_fills_every_link(tmp_path: Path) -> None:
+    figures = quick_run("warm_start", tmp_path)
+    assert figures["full_60"] == 60
+    assert figures["bytes_60"] > 60 * 800  # every link's window and statistics crossed the wire
+    assert 0 < figures["transfer_60"] < figures["ready_60"] < 60
