@@ -95,6 +95,56 @@ def test_each_folder_imports_only_from_the_ones_before_it(folder: str) -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def module_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of `package` it imports when it is imported (module-level
+    statements; imports inside functions and `if TYPE_CHECKING:` blocks run later or never)."""
+    paths = {
+        ".".join(path.with_suffix("").relative_to(ROOT).parts): path for path in sources(package)
+    }
+    names = {name.removesuffix(".__init__"): path for name, path in paths.items()}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        imported: set[str] = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module)
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        graph[name] = {module for module in imported if module in names and module != name}
+    return graph
+
+
+def import_loop(graph: dict[str, set[str]]) -> list[str] | None:
+    """One chain of imports that leads back to where it started, if any (depth-first)."""
+    done: set[str] = set()
+
+    def visit(module: str, chain: list[str]) -> list[str] | None:
+        if module in chain:
+            return chain[chain.index(module) :] + [module]
+        if module in done:
+            return None
+        for imported in sorted(graph[module]):
+            if loop := visit(imported, [*chain, module]):
+                return loop
+        done.add(module)
+        return None
+
+    return next((loop for module in sorted(graph) if (loop := visit(module, []))), None)
+
+
+def test_no_module_of_service_imports_one_that_imports_it_back() -> None:
+    """`publish` holds both what the runtime builds (publishers, collectors, the front door) and
+    the HTTP app over the runtime; the modules themselves never form a loop."""
+    assert import_loop(module_graph("service")) is None
+
+
+def test_an_import_loop_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_loop(graph) == ["a", "b", "c", "a"]
+    assert import_loop({"a": {"b"}, "b": set()}) is None
+
+
 def test_shared_modules_import_only_shared_modules() -> None:
     wrong = []
     for name in sorted(SHARED):
