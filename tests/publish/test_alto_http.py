@@ -1,5 +1,5 @@
 """ALTO over a real HTTP server (uvicorn, the app `nettel serve` builds): every resource and error
-against RFC 7285's field names and media types, through the app's own wiring (ecosystem,
+against RFC 7285's field names and media types, through the app's own wiring (publishers,
 topology networks, per-snapshot views).
 
 Sites: CERN (networks 192.0.2.0/24 and 2001:db8:c::/48, plus a host 198.51.100.77 inside RAL's
