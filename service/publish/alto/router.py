@@ -19,6 +19,7 @@ import orjson
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.routing import APIRoute
+from starlette.types import Receive
 
 from service.publish.alto.openapi import (
     METRIC_PARAMETER,
@@ -49,7 +50,7 @@ from service.publish.alto.request_bodies import (
     parse_filtered_cost_map,
     parse_update_stream,
 )
-from service.publish.alto.updates import AltoUpdates, TooManyStreams
+from service.publish.alto.updates import AltoUpdates, TooManyStreams, UpdateStream
 from service.publish.alto.view import METRICS, AltoView, CostMetric, directory_document
 from service.publish.stream import SSE_HEADERS
 
@@ -69,6 +70,22 @@ class AltoRoute(APIRoute):
                 return alto_response(error.document(), ERROR_MEDIA, error.status)
 
         return handle
+
+
+class UpdateStreamResponse(StreamingResponse):
+    """An update stream's reply: the stream closes to control the moment the client's disconnect
+    arrives, before its byte stream unwinds, so a control request sent after the client closed
+    the stream is 404, never a 204 for a stream nobody reads."""
+
+    def __init__(
+        self, updates: AltoUpdates, stream: UpdateStream, control_uri: str, headers: dict[str, str]
+    ) -> None:
+        super().__init__(updates.events(stream, control_uri), headers=headers)
+        self._updates, self._stream = updates, stream
+
+    async def listen_for_disconnect(self, receive: Receive) -> None:
+        await super().listen_for_disconnect(receive)
+        self._updates.end(self._stream)
 
 
 def alto_response(document: dict[str, Any], media_type: str, status_code: int = 200) -> Response:
@@ -205,7 +222,7 @@ def build_alto_router(
         request: Request,
         body: bytes = update_params,
         updates: AltoUpdates = Depends(get_updates),
-    ) -> StreamingResponse:
+    ) -> UpdateStreamResponse:
         """ALTO update stream service (RFC 8895): `text/event-stream` of the substreams asked
         for, each in full then as JSON merge patches; first event: the stream's control URI."""
         try:
@@ -215,7 +232,7 @@ def build_alto_router(
             raise HTTPException(503, refused, {"Retry-After": "60"}) from None
         control_uri = f"{request.base_url}alto/updates/streams/{stream.id}"
         headers = SSE_HEADERS | {"Content-Type": EVENT_STREAM_MEDIA}  # no charset parameter
-        return StreamingResponse(updates.events(stream, control_uri), headers=headers)
+        return UpdateStreamResponse(updates, stream, control_uri, headers)
 
     @router.post(
         "/updates/streams/{stream_id}",

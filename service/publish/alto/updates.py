@@ -335,8 +335,15 @@ class AltoUpdates:
             raise AltoError(E_INVALID_FIELD_VALUE, "control-uri", stream_id, status=404)
         stream.request(query.remove, [_substream(add, client) for add in query.add])
 
+    def end(self, stream: UpdateStream) -> None:
+        """Close `stream` to control (its control URI is 404 from now on), as soon as its client
+        is known to have gone: its byte stream may take longer to unwind (a worker thread)."""
+        with self._lock:
+            self._streams.pop(stream.id, None)
+
     async def events(self, stream: UpdateStream, control_uri: str) -> AsyncIterator[bytes]:
-        """The byte stream of one update stream; it is open (controllable) while this runs."""
+        """The byte stream of one update stream; it is open (controllable) while this runs and
+        its client is connected (`end`)."""
         with self._lock:
             self._streams[stream.id] = stream
         try:
@@ -359,8 +366,7 @@ class AltoUpdates:
                     except TimeoutError:
                         yield KEEPALIVE
         finally:
-            with self._lock:
-                self._streams.pop(stream.id, None)
+            self.end(stream)
 
 
 def _substream(add: AddUpdate, client: str | None) -> Substream:
