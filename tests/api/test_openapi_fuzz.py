@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import DEFAULT_BUNDLE
 from service.publish.alto.openapi import MAX_LISTED_ENDPOINTS
 from service.publish.alto.request_bodies import MAX_ENDPOINT_PAIRS
-from tests.integration.wire import Publisher, current_minute_ts, get_json, sample_body, wait_for
+from tests.integration.wire import current_minute_ts, get_json, sample_body
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -41,7 +43,7 @@ ENDPOINT_COST = "POST /alto/endpointcost"
 def publish_samples(brokers: str) -> None:
     """Three links (two with sites), loss and delay, in the last minutes."""
     now = current_minute_ts()
-    publisher = Publisher(brokers)
+    publisher = StompClient(brokers)
     try:
         publisher.send(DELAY, sample_body("owdelay-histogram-real.json", [now - 120, now - 60]))
         publisher.send(LOSS, sample_body("packet-loss-rate.json", [now - 180, now - 120, now - 60]))

@@ -21,6 +21,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import LOSS_TOPIC, Settings
 from service.errors import RejectReason
 from service.ingest.archive_backfill import DatapointOutcome, LinkOutcome
@@ -42,7 +44,7 @@ from tests.deploy.support import (
     target_labels,
     template_labels,
 )
-from tests.integration.wire import Publisher, get_json, wait_for, wait_until_subscribed
+from tests.integration.wire import get_json, wait_until_subscribed
 
 TOP_SITE_PAIRS = 4
 #: Table columns Grafana makes itself, not labels.
@@ -136,7 +138,7 @@ def test_a_running_service_exports_what_deploy_and_readme_name(
         *("--metrics-top-site-pairs", str(TOP_SITE_PAIRS)),
     )
     wait_until_subscribed(service.url, activemq.brokers)
-    publisher = Publisher(activemq.brokers)
+    publisher = StompClient(activemq.brokers)
     for topic, body in mesh_messages():
         publisher.send(topic, body)
     publisher.close()

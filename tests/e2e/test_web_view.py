@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from simulation.demo_feed import run_demo_feed
 from simulation.simulator import build_mesh
-from tests.integration.wire import Publisher, current_minute_ts, get_json, wait_for
+from tests.integration.wire import current_minute_ts, get_json
 from tests.publish.wire_data import DELAY, LOSS, delay_body, loss_body
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -59,7 +61,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwr
 
 @pytest.fixture
 def publisher(activemq):
-    producer = Publisher(activemq.brokers)
+    producer = StompClient(activemq.brokers)
     yield producer
     producer.close()
 

@@ -17,11 +17,12 @@ import orjson
 import pytest
 import uvicorn
 
+from devtools.metrics_reader import metric_value
+from devtools.waiting import wait_for
 from service.cli import build_parser
 from service.config import Settings
 from service.publish.app import create_app
 from service.runtime import Runtime, build_runtime
-from tests.integration.wire import metric_value, wait_for
 from tests.run_factory import SOURCE_HOST, run_body, run_record
 
 TOKEN = "ingest-secret-7f3a"

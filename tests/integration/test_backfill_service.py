@@ -13,16 +13,11 @@ import pytest
 
 from devtools.activemq import ActiveMQProcess
 from devtools.archive_server import ArchivedLink, ArchiveServer, Fault
+from devtools.metrics_reader import metric_value
 from devtools.service_process import ServiceProcess, wait_for_status
+from devtools.stomp_client import StompClient
 from tests.data import load_sample
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    get_json,
-    metric_value,
-    sample_body,
-    wait_until_subscribed,
-)
+from tests.integration.wire import current_minute_ts, get_json, sample_body, wait_until_subscribed
 
 pytestmark = pytest.mark.broker
 
@@ -131,7 +126,7 @@ def test_live_data_of_backfilled_minutes_is_counted_once(
     applied = metric_value(service.url, "nettel_datapoints_applied_total")
     stamps = [minute * 60 for minute in before["series"]["minutes"]]
     body = sample_body("owdelay-histogram-real.json", stamps, source="192.0.2.1")
-    publisher = Publisher(activemq.brokers)
+    publisher = StompClient(activemq.brokers)
     try:
         publisher.send("/topic/perfsonar.raw.histogram-owdelay", body)
     finally:

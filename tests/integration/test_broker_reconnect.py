@@ -5,7 +5,6 @@ broker is away."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -13,12 +12,12 @@ import threading
 import time
 
 import pytest
-import stomp
 
+from devtools.stomp_client import DEFAULT_VHOST, StompClient
+from devtools.waiting import wait_for
 from service.broker.link import BrokerAccess, BrokerLink
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.publish.telemetry import TelemetryPublisher
-from tests.integration.wire import VHOST, Publisher, wait_for
 from tests.publish.support import host_link, make_matrix
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -28,29 +27,15 @@ TELEMETRY = "/queue/nettel.test.reconnect.telemetry"
 HEARTBEAT_MS = 1000
 
 
-class Collector(stomp.ConnectionListener):
-    """A plain stomp.py consumer of one destination, keeping the parsed bodies."""
+def telemetry_collector(brokers: str) -> StompClient:
+    client = StompClient(brokers)
+    client.subscribe(TELEMETRY)
+    return client
 
-    def __init__(self, brokers: str, destination: str) -> None:
-        host, port = brokers.rsplit(":", 1)
-        self.bodies: list[dict] = []
-        self._lock = threading.Lock()
-        self.connection = stomp.Connection12([(host, int(port))], vhost=VHOST)
-        self.connection.set_listener("collect", self)
-        self.connection.connect(wait=True)
-        self.connection.subscribe(destination, id="collect", ack="auto")
 
-    def on_message(self, frame: stomp.utils.Frame) -> None:
-        with self._lock:
-            self.bodies.append(json.loads(frame.body))
-
-    def costs(self) -> list[str]:
-        with self._lock:
-            return [body["summaries"][0]["summary_data"][0][1]["cost"] for body in self.bodies]
-
-    def close(self) -> None:
-        if self.connection.is_connected():
-            self.connection.disconnect()
+def costs(collector: StompClient) -> list[str]:
+    """The cost of each telemetry message received."""
+    return [m.json()["summaries"][0]["summary_data"][0][1]["cost"] for m in collector.messages]
 
 
 def matrix(cost: float):
@@ -66,7 +51,7 @@ def test_consumer_and_publisher_reconnect_after_the_broker_restarts(broker_facto
     broker = broker_factory()
     address = [("127.0.0.1", broker.stomp_port)]
     received: list[bytes] = []
-    access = BrokerAccess(address, heartbeat_ms=HEARTBEAT_MS, vhost=VHOST)
+    access = BrokerAccess(address, heartbeat_ms=HEARTBEAT_MS, vhost=DEFAULT_VHOST)
     source = StompSource(
         access,
         [INGEST],
@@ -77,15 +62,15 @@ def test_consumer_and_publisher_reconnect_after_the_broker_restarts(broker_facto
     publisher = TelemetryPublisher(access, TELEMETRY, max_backoff_seconds=2.0)
     source.start()
     publisher.start()
-    collector = Collector(broker.brokers, TELEMETRY)
+    collector = telemetry_collector(broker.brokers)
     try:
         wait_for(lambda: source.connected, 20, what="the consumer connected")
-        producer = Publisher(broker.brokers)
+        producer = StompClient(broker.brokers)
         producer.send(INGEST, b"before")
         producer.close()
         publisher.observe(None, matrix(0.1))
         wait_for(lambda: received == [b"before"], 20, what="a message before the restart")
-        wait_for(lambda: collector.costs() == ["0.1"], 20, what="telemetry before the restart")
+        wait_for(lambda: costs(collector) == ["0.1"], 20, what="telemetry before the restart")
 
         broker.kill()
         wait_for(lambda: not source.connected, 10, interval=0.1, what="the consumer to notice")
@@ -103,12 +88,12 @@ def test_consumer_and_publisher_reconnect_after_the_broker_restarts(broker_facto
         broker.start()
         wait_for(lambda: source.connected, 10, interval=0.1, what="the consumer reconnected")
         assert source.disconnected_seconds() >= down_before + 2
-        producer = Publisher(broker.brokers)
+        producer = StompClient(broker.brokers)
         producer.send(INGEST, b"after")  # arrives only if the consumer subscribed again
         producer.close()
         wait_for(lambda: received == [b"before", b"after"], 20, what="a message after it")
-        collector = Collector(broker.brokers, TELEMETRY)
-        wait_for(lambda: collector.costs() == ["0.2"], 20, what="the batch kept while away")
+        collector = telemetry_collector(broker.brokers)
+        wait_for(lambda: costs(collector) == ["0.2"], 20, what="the batch kept while away")
         assert messages(caplog, "broker connected") == 2
         assert messages(caplog, "telemetry publisher connected") == 2
     finally:

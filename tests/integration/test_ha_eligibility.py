@@ -10,11 +10,11 @@ import uuid
 
 import pytest
 
+from devtools.waiting import wait_for
 from service.broker.election import BrokerElection
 from service.broker.lease import LeaseTiming, Role
 from service.broker.link import BrokerAccess
 from service.config import parse_address
-from tests.integration.wire import wait_for
 
 pytestmark = pytest.mark.broker
 

@@ -15,7 +15,9 @@ import pytest
 
 from devtools.haproxy import HAProxyProcess
 from devtools.http_load import HttpLoad
-from tests.integration.wire import Publisher, current_minute_ts, get_json, wait_for
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
+from tests.integration.wire import current_minute_ts, get_json
 from tests.publish.wire_data import DELAY, LOSS, delay_body, loss_body
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -47,7 +49,7 @@ def test_a_replica_killed_under_load_fails_no_request_through_haproxy(
     ]
     for replica in replicas:
         wait_for(lambda r=replica: get_json(f"{r.url}/readyz"), what="replica ready")
-    publisher = Publisher(stomp_broker.brokers)
+    publisher = StompClient(stomp_broker.brokers)
     minutes = [current_minute_ts(n) for n in (3, 2, 1)]
     for source in SOURCES:
         publisher.send(DELAY, delay_body(minutes, source=source))

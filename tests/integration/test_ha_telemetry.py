@@ -19,8 +19,10 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.integration.wire import Publisher, current_minute_ts, metric_value, wait_for
-from tests.publish.test_telemetry import Subscriber
+from devtools.metrics_reader import metric_value
+from devtools.stomp_client import Message, StompClient
+from devtools.waiting import wait_for
+from tests.integration.wire import current_minute_ts
 from tests.publish.wire_data import LOSS, loss_body
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -37,7 +39,7 @@ class MinuteFeed:
     """Every link gets the next minute (from 25 minutes ago) every MINUTE_SECONDS s."""
 
     def __init__(self, brokers: str) -> None:
-        self._publisher = Publisher(brokers)
+        self._publisher = StompClient(brokers)
         self._first = current_minute_ts(25)
         self.minutes: list[int] = []
         self._stop = threading.Event()
@@ -74,9 +76,17 @@ def role(url: str) -> str | None:
     return readiness_ha(url).get("role")
 
 
-def counts(messages) -> Counter[tuple[str, int]]:
+def counts(messages: list[Message]) -> Counter[tuple[str, int]]:
     """Telemetry messages per (link source, minute)."""
-    return Counter((body["meta"]["source"], int(head["timestamp"])) for head, body in messages)
+    return Counter((m.json()["meta"]["source"], int(m.headers["timestamp"])) for m in messages)
+
+
+def published_up_to(messages: list[Message], minute: int) -> bool:
+    """Whether every link has telemetry of `minute` or a later one."""
+    latest: dict[str, int] = {}
+    for (source, published), _ in counts(messages).items():
+        latest[source] = max(published, latest.get(source, published))
+    return all(latest.get(source, 0) >= minute for source in LINKS)
 
 
 def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nettel_service):
@@ -84,7 +94,8 @@ def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nett
     topic = f"/topic/telemetry.ha-{group}"
     if stomp_broker.flavour == "rabbitmq":  # what the operator does once per group
         stomp_broker.declare_queue(f"nettel.ha.{group}", {"x-single-active-consumer": True})
-    subscriber = Subscriber(stomp_broker.brokers, topic)
+    subscriber = StompClient(stomp_broker.brokers)
+    subscriber.subscribe(topic)
     replicas = [
         nettel_service(
             stomp_broker.brokers,
@@ -106,7 +117,11 @@ def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nett
     )
     feed = MinuteFeed(stomp_broker.brokers).start()
     try:
-        time.sleep(4 * MINUTE_SECONDS)
+        wait_for(
+            lambda: len({minute for _, minute in counts(subscriber.messages)}) >= 4,
+            timeout=8 * MINUTE_SECONDS,
+            what="telemetry of four minutes in steady state",
+        )
         steady = counts(subscriber.take())
         (leader,) = [r for r in replicas if role(r.url) == "leader"]
         (survivor,) = [r for r in replicas if r is not leader]
@@ -115,10 +130,19 @@ def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nett
         wait_for(lambda: role(survivor.url) == "leader", timeout=15, interval=0.1, what="takeover")
         wait_for(subscriber.messages.__len__, timeout=15, interval=0.05, what="telemetry")
         failover = time.monotonic() - killed_at
-        time.sleep(3 * MINUTE_SECONDS)
+        two_minutes_on = feed.minutes[-1] + 120
+        wait_for(
+            lambda: published_up_to(subscriber.messages, two_minutes_on),
+            timeout=6 * MINUTE_SECONDS,
+            what="every link published by the survivor two minutes after the takeover",
+        )
     finally:
         feed.stop()
-    time.sleep(1.0)  # the last minute's messages
+    wait_for(
+        lambda: published_up_to(subscriber.messages, max(feed.minutes) - 60),
+        timeout=4 * MINUTE_SECONDS,
+        what="the last minutes' messages",
+    )
     after = counts(subscriber.take())
     subscriber.close()
 

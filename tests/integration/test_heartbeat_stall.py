@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from tests.integration.wire import get_json, metric_value, wait_for
+from devtools.metrics_reader import metric_value
+from devtools.waiting import wait_for
+from tests.integration.wire import get_json
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 HEARTBEAT_MS = 1000

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 import httpx
 import orjson
 import pytest
-import stomp
 
+from devtools.metrics_reader import sample_value, samples_named
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.parse.limits import InputLimits
-from tests.integration.wire import VHOST, current_minute_ts, get_json, wait_for
+from tests.integration.wire import current_minute_ts, get_json
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -221,18 +223,14 @@ def build_plan(ts: int) -> Plan:
 def publish_all(brokers: str, messages: list[tuple[str, bytes]]) -> None:
     """Send `messages` over PUBLISHERS connections at once; returns once the broker has them
     all (each connection's DISCONNECT waits for its receipt)."""
-    host, port = brokers.rsplit(":", 1)
     errors: list[BaseException] = []
 
     def run(share: list[tuple[str, bytes]]) -> None:
         try:
-            connection = stomp.Connection12(
-                [(host, int(port))], auto_content_length=True, vhost=VHOST
-            )
-            connection.connect(wait=True)
+            client = StompClient(brokers)
             for topic, body in share:
-                connection.send(topic, body)
-            connection.disconnect(receipt="all-sent")  # waits for the broker's RECEIPT
+                client.send(topic, body)
+            client.close()  # DISCONNECT waits for the broker's RECEIPT
         except BaseException as error:  # noqa: BLE001 - re-raised in the test thread
             errors.append(error)
 
@@ -247,34 +245,33 @@ def publish_all(brokers: str, messages: list[tuple[str, bytes]]) -> None:
     assert not any(thread.is_alive() for thread in threads)
 
 
-def scrape(base_url: str) -> dict[str, float]:
-    """Every sample in /metrics as `name{labels}` -> value."""
-    text = httpx.get(f"{base_url}/metrics", timeout=10).text
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
+def scrape(base_url: str) -> str:
+    """The service's /metrics text."""
+    return httpx.get(f"{base_url}/metrics", timeout=10).text
 
 
-def rejected(samples: dict[str, float]) -> Counter[str]:
-    prefix = 'nettel_rejected_total{reason="'
+def rejected(metrics: str) -> Counter[str]:
+    """Frames rejected per reason (reasons never seen are absent)."""
     return Counter(
-        {k[len(prefix) : -2]: int(v) for k, v in samples.items() if k.startswith(prefix) and v}
+        {
+            sample.labels["reason"]: int(sample.value)
+            for sample in samples_named(metrics, "nettel_rejected_total")
+            if sample.value
+        }
     )
 
 
-def received(samples: dict[str, float], topic: str) -> int:
-    return int(samples.get(f'nettel_messages_received_total{{topic="{topic}"}}', 0))
+def received(metrics: str, topic: str) -> int:
+    """Frames received on `topic`; none yet (no sample of that topic) is 0."""
+    return int(sample_value(metrics, "nettel_messages_received_total", default=0.0, topic=topic))
 
 
-def settled(base_url: str, expected_frames: int) -> Callable[[], dict[str, float] | None]:
-    def probe() -> dict[str, float] | None:
-        samples = scrape(base_url)
+def settled(base_url: str, expected_frames: int) -> Callable[[], str | None]:
+    def probe() -> str | None:
+        metrics = scrape(base_url)
         return (
-            samples
-            if received(samples, DELAY) + received(samples, LOSS) >= expected_frames
+            metrics
+            if received(metrics, DELAY) + received(metrics, LOSS) >= expected_frames
             else None
         )
 
@@ -309,19 +306,19 @@ def test_hostile_flood_counts_every_reason_and_loses_no_valid_datapoint(
     started = time.monotonic()
     publish_all(stomp_broker.brokers, plan.messages)
     published_in = time.monotonic() - started
-    samples = wait_for(
+    metrics = wait_for(
         settled(service.url, len(plan.messages)), timeout=120, interval=1.0, what="every frame"
     )
     consumed_in = time.monotonic() - started
     time.sleep(1.0)  # nothing more may trickle in
-    samples = scrape(service.url)
+    metrics = scrape(service.url)
 
     assert service.process.poll() is None
     assert httpx.get(f"{service.url}/healthz").status_code == 200
-    assert received(samples, DELAY) == plan.per_topic[DELAY]
-    assert received(samples, LOSS) == plan.per_topic[LOSS]
-    assert rejected(samples) == plan.reasons
-    assert samples["nettel_datapoints_applied_total"] == VALID_COUNT
+    assert received(metrics, DELAY) == plan.per_topic[DELAY]
+    assert received(metrics, LOSS) == plan.per_topic[LOSS]
+    assert rejected(metrics) == plan.reasons
+    assert sample_value(metrics, "nettel_datapoints_applied_total") == VALID_COUNT
 
     def matrix_has_all_valid_links():
         matrix = get_json(f"{service.url}/costmatrix", destination=VALID_DESTINATION)
@@ -335,7 +332,8 @@ def test_hostile_flood_counts_every_reason_and_loses_no_valid_datapoint(
             assert link["delay_ms"]["mean"] == round(value, 2), source
         else:
             assert link["packet_loss"] == pytest.approx(value, abs=1e-6), source
-    assert scrape(service.url)["nettel_links_tracked"] == VALID_COUNT  # no hostile link
+    tracked = sample_value(scrape(service.url), "nettel_links_tracked")
+    assert tracked == VALID_COUNT  # no hostile link
     print(
         f"\npublished {len(plan.messages)} messages in {published_in:.1f} s; all consumed "
         f"after {consumed_in:.1f} s; rejected {sum(plan.reasons.values())} by reason "

@@ -9,9 +9,11 @@ import time
 import httpx
 import pytest
 
+from devtools.metrics_reader import metric_value
+from devtools.waiting import wait_for
 from service.config import load_settings
 from service.errors import ConfigError
-from tests.integration.wire import get_json, metric_value, wait_for
+from tests.integration.wire import get_json
 from tests.run_factory import SOURCE_HOST, run_body
 
 TOKEN = "http-only-token-5d1e"

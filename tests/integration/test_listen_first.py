@@ -10,8 +10,10 @@ import time
 
 import pytest
 
+from devtools.metrics_reader import metric_value
 from devtools.service_process import REPO_ROOT
-from tests.integration.wire import get_json, metric_value, wait_for
+from devtools.waiting import wait_for
+from tests.integration.wire import get_json
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 CLIENT_ID = "nettel-listen-first"

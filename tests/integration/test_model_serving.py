@@ -11,18 +11,14 @@ import sys
 import httpx
 import pytest
 
+from devtools.metrics_reader import metric_value
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import DEFAULT_BUNDLE
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
 from service.model.bundle import CARD_FILE, MODEL_FILE
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    get_json,
-    metric_value,
-    sample_body,
-    wait_for,
-)
+from tests.integration.wire import current_minute_ts, get_json, sample_body
 
 TOKEN = "test-admin-token-123"
 pytestmark = pytest.mark.broker
@@ -43,7 +39,7 @@ def set_card_version(directory, version: str) -> None:
 
 def publish_full_window(activemq) -> None:
     """32 minutes of delay and loss for the sample link, so its feature row is complete."""
-    publisher = Publisher(activemq.brokers)
+    publisher = StompClient(activemq.brokers)
     minutes = [current_minute_ts(m) for m in range(32, 0, -1)]
     publisher.send(DELAY, sample_body("owdelay-histogram-real.json", minutes))
     publisher.send(LOSS, sample_body("packet-loss-rate.json", minutes))

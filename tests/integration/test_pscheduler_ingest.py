@@ -9,16 +9,12 @@ import time
 import httpx
 import pytest
 
+from devtools.metrics_reader import metric_value
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    get_json,
-    metric_value,
-    sample_body,
-    wait_for,
-)
+from tests.integration.wire import current_minute_ts, get_json, sample_body
 from tests.run_factory import DESTINATION_HOST, SOURCE_HOST, run_body
 
 pytestmark = pytest.mark.broker
@@ -72,7 +68,7 @@ def test_runs_put_over_http_reach_the_matrix_and_share_the_bus_row(service, acti
     assert metric_value(service.url, "nettel_pscheduler_runs_total", outcome="duplicate") == 1
 
     bus_minute = current_minute_ts(3)  # the bus sample's link, with IPs and the same host names
-    publisher = Publisher(activemq.brokers)
+    publisher = StompClient(activemq.brokers)
 
     def one_row_with_both() -> dict | None:
         """Publish (again: a plain subscription drops what comes before it exists) and look."""

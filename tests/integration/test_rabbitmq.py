@@ -4,32 +4,18 @@ durable queues, and `auto` refusing ActiveMQ's virtual topics there."""
 from __future__ import annotations
 
 import json
-import queue
 
 import httpx
 import pytest
-import stomp
 
 from devtools.activemq import generate_test_pki
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import LOSS_TOPIC
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    links_to,
-    sample_body,
-    wait_for,
-)
+from tests.integration.wire import current_minute_ts, links_to, sample_body
 
 pytestmark = [pytest.mark.broker, pytest.mark.rabbitmq]
 VHOST = "perfsonar"
-
-
-class Inbox(stomp.ConnectionListener):
-    def __init__(self) -> None:
-        self.bodies: queue.Queue[bytes] = queue.Queue()
-
-    def on_message(self, frame: stomp.utils.Frame) -> None:
-        self.bodies.put(frame.body)
 
 
 @pytest.mark.slow
@@ -44,7 +30,7 @@ def test_tls_into_a_vhost_with_a_durable_queue_named_after_the_client(
     wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
     assert "RabbitMQ/3." in service.log_text()  # the CONNECTED frame's server, logged
 
-    publisher = Publisher(broker.brokers, vhost=VHOST)
+    publisher = StompClient(broker.brokers, vhost=VHOST)
     minute = current_minute_ts(1)
     body = sample_body("packet-loss-rate.json", [minute], source="10.88.0.1")
     publisher.send(LOSS_TOPIC, body)
@@ -54,16 +40,12 @@ def test_tls_into_a_vhost_with_a_durable_queue_named_after_the_client(
     away = sample_body("packet-loss-rate.json", [minute], source="10.88.0.2")
     publisher.send(LOSS_TOPIC, json.dumps(away))  # kept in nettel's queue while it is away
     publisher.close()
-    host, port = broker.brokers.rsplit(":", 1)
-    reader, inbox = stomp.Connection12([(host, int(port))], vhost=VHOST), Inbox()
-    reader.set_listener("inbox", inbox)
-    reader.connect(wait=True)
     queue_name = "osg-like.perfsonar.raw.packet-loss-rate"  # consumed as it stands, not declared
-    reader.subscribe(f"/amq/queue/{queue_name}", id="peek", ack="client-individual")
-    try:
-        assert json.loads(inbox.bodies.get(timeout=10))["meta"]["source"] == "10.88.0.2"
-    finally:
-        reader.disconnect()  # unacknowledged: back in the queue for nettel
+    with StompClient(broker.brokers, vhost=VHOST) as reader:
+        reader.subscribe(f"/amq/queue/{queue_name}", ack="client-individual")
+        (kept,) = reader.wait_for_messages(1, 10, "the datapoint kept in nettel's queue")
+        assert kept.json()["meta"]["source"] == "10.88.0.2"
+    # unacknowledged: back in the queue for nettel
     again = nettel_service(broker.ssl_brokers, *args, *tls_args)
     wait_for(
         lambda: "10.88.0.2" in (links_to(again.url, "198.51.100.20") or {}),

@@ -16,9 +16,15 @@ import httpx
 import pytest
 
 from devtools.service_process import ServiceProcess
-from tests.integration.wire import SequenceFeed, links_to, wait_for, wait_until_subscribed
+from devtools.waiting import wait_for
+from tests.integration.wire import SequenceFeed, links_to, wait_until_subscribed
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
+#: Failed reconnects (backoff about 0.5, 1, 2, 4 s, then the 5 s cap) after which the service's
+#: ingest link waits its longest between attempts.
+CAPPED_AFTER_FAILURES = 5
+#: Datapoints confirmed by the broker while the service is stopped (10 s of the feed).
+WHILE_STOPPED = 500
 
 
 def assert_all_landed(service: ServiceProcess, published: list[int], timeout: float = 60) -> None:
@@ -48,6 +54,12 @@ def assert_all_landed(service: ServiceProcess, published: list[int], timeout: fl
     assert set(links) == expected  # nothing that was never published
 
 
+def published_more(feed: SequenceFeed, count: int, what: str) -> None:
+    """Wait until the feed has had `count` more datapoints confirmed than now."""
+    target = len(feed.published) + count
+    wait_for(lambda: len(feed.published) >= target, timeout=60, interval=0.1, what=what)
+
+
 def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
     broker_factory, nettel_service
 ):
@@ -57,10 +69,14 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
     )
     wait_until_subscribed(service.url, broker.brokers)
     feed = SequenceFeed(broker.brokers).start()
-    time.sleep(3)
+    published_more(feed, 100, "datapoints before the broker is killed")
     broker.kill()
     wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 503, timeout=10)
-    time.sleep(20)
+    wait_for(
+        lambda: service.log_text().count("broker connect failed") >= CAPPED_AFTER_FAILURES,
+        timeout=30,
+        what=f"{CAPPED_AFTER_FAILURES} failed reconnects: the backoff at its cap",
+    )
     broker.start()
     back = time.monotonic()
     wait_for(
@@ -70,7 +86,7 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
         what="reconnect within 10 s of the broker's return",
     )
     reconnect_seconds = time.monotonic() - back
-    time.sleep(3)
+    published_more(feed, 100, "datapoints after the broker's return")
     published = feed.stop()
     assert service.process.poll() is None
     assert reconnect_seconds <= 10
@@ -86,17 +102,17 @@ def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
     wait_until_subscribed(service.url, broker.brokers)
     feed = SequenceFeed(broker.brokers).start()
     wait_for(lambda: links_to(service.url, SequenceFeed.DESTINATION), what="first datapoints")
-    time.sleep(2)
+    published_more(feed, 100, "datapoints before the stop")
     first = SequenceFeed.source_of(1)
     before = httpx.get(f"{service.url}/links/{first}/{SequenceFeed.DESTINATION}").json()
     started = time.monotonic()
     assert service.stop() == 0
     assert time.monotonic() - started <= 10
-    time.sleep(60)
+    published_more(feed, WHILE_STOPPED, "datapoints published while the service is stopped")
     restarted = nettel_service(broker.brokers, *args)
     after = httpx.get(f"{restarted.url}/links/{first}/{SequenceFeed.DESTINATION}").json()
     assert after["series"] == before["series"]  # restored from the snapshot, exactly
-    time.sleep(3)
+    published_more(feed, 100, "datapoints after the restart")
     assert_all_landed(restarted, feed.stop())
 
 
@@ -118,7 +134,7 @@ def test_sigkill_at_a_random_moment_loses_nothing(broker_factory, nettel_service
     time.sleep(random.Random().uniform(3.0, 8.0))
     service.process.send_signal(signal.SIGKILL)
     service.process.wait()
-    time.sleep(2)
+    published_more(feed, 100, "datapoints while the service is down")
     restarted = nettel_service(broker.brokers, *args)
-    time.sleep(3)
+    published_more(feed, 100, "datapoints after the restart")
     assert_all_landed(restarted, feed.stop())

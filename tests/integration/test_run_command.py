@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from devtools.activemq import free_port
-from tests.integration.wire import get_json, wait_for
+from devtools.waiting import wait_for
+from tests.integration.wire import get_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_SITES = 20

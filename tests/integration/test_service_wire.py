@@ -8,17 +8,13 @@ import json
 import httpx
 import pytest
 
+from devtools.metrics_reader import metric_value
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.analysis.features import FEATURE_NAMES
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    get_json,
-    metric_value,
-    sample_body,
-    wait_for,
-)
+from tests.integration.wire import current_minute_ts, get_json, sample_body
 
 pytestmark = pytest.mark.broker
 
@@ -45,7 +41,7 @@ def service(stomp_broker, nettel_service, tmp_path):
 
 @pytest.fixture
 def publisher(stomp_broker):
-    pub = Publisher(stomp_broker.brokers)
+    pub = StompClient(stomp_broker.brokers)
     yield pub
     pub.close()
 

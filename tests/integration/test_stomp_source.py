@@ -9,10 +9,11 @@ import time
 import pytest
 
 from devtools.activemq import ActiveMQProcess
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.broker.link import BrokerAccess
 from service.ingest.backlog import LAG_WINDOW_SECONDS
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
-from tests.integration.wire import Publisher, wait_for
 
 pytestmark = pytest.mark.broker
 TOPIC = "/topic/nettel.test.unread"
@@ -36,7 +37,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
     )
     assert source.unread_bytes() == 0  # no connection yet
     source.start()
-    publisher = Publisher(f"127.0.0.1:{activemq.stomp_port}")
+    publisher = StompClient(f"127.0.0.1:{activemq.stomp_port}")
     try:
         wait_for(lambda: source.connected, 20, what="connection")
 

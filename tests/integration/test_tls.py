@@ -32,12 +32,14 @@ from devtools.activemq import (
     issue_client_certificate,
     start_activemq,
 )
+from devtools.metrics_reader import metric_value
 from devtools.service_process import REPO_ROOT
+from devtools.waiting import wait_for
 from service.broker.link import TlsFiles
 from service.config import load_settings
 from service.errors import ConfigError
 from service.runtime import broker_tls_files
-from tests.integration.wire import current_minute_ts, get_json, metric_value, sample_body, wait_for
+from tests.integration.wire import current_minute_ts, get_json, sample_body
 
 LOSS = "/topic/perfsonar.raw.packet-loss-rate"
 SECRET = "secret-xyz"

@@ -15,17 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from devtools.metrics_reader import metric_value
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    get_json,
-    metric_value,
-    sample_body,
-    wait_for,
-    wait_until_subscribed,
-)
+from tests.integration.wire import current_minute_ts, get_json, sample_body, wait_until_subscribed
 
 pytestmark = pytest.mark.broker
 SOURCE, DESTINATION = "192.0.2.10", "198.51.100.20"  # the samples' link
@@ -64,7 +59,7 @@ def test_sighup_rereads_the_topology_and_metrics_show_what_it_misses(
         *("--topology", str(topology), "--topology-refresh", "0", "--model", "none"),
     )
     wait_until_subscribed(service.url, activemq.brokers)
-    publisher = Publisher(activemq.brokers)
+    publisher = StompClient(activemq.brokers)
     minutes = [current_minute_ts(m) for m in (3, 2, 1)]
     publisher.send(DELAY, sample_body("owdelay-histogram-real.json", minutes))
     publisher.send(LOSS, sample_body("packet-loss-rate.json", minutes))

@@ -7,7 +7,9 @@ import json
 import httpx
 import pytest
 
-from tests.integration.wire import Publisher, current_minute_ts, links_to, sample_body, wait_for
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
+from tests.integration.wire import current_minute_ts, links_to, sample_body
 
 VIRTUAL_LOSS = "/topic/VirtualTopic.perfsonar.raw.packet-loss-rate"
 VIRTUAL_DELAY = "/topic/VirtualTopic.perfsonar.raw.histogram-owdelay"
@@ -31,7 +33,7 @@ def test_virtual_topic_queue_keeps_messages_published_while_the_service_is_down(
     )
     first = nettel_service(activemq.brokers, *args)
     wait_for(lambda: httpx.get(f"{first.url}/readyz").status_code == 200, what="ready")
-    publisher = Publisher(activemq.brokers)
+    publisher = StompClient(activemq.brokers)
     minute = current_minute_ts(1)
     publisher.send(VIRTUAL_LOSS, sample_body("packet-loss-rate.json", [minute], source="10.77.0.1"))
     wait_for(lambda: "10.77.0.1" in (links_to(first.url, "198.51.100.20") or {}), what="link 1")

@@ -21,20 +21,15 @@ import pytest
 from benchmarks.support.link_fill import link_endpoints, write_snapshot
 from devtools.activemq import ActiveMQProcess
 from devtools.broker_process import BrokerProcess
+from devtools.metrics_reader import metric_value
 from devtools.service_process import ServiceProcess, wait_for_status
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import DELAY_TOPIC, LOSS_TOPIC
 from service.persistence.snapshot_codec import MEDIA_TYPE, decode_state
 from service.state.link_state import LinkState
 from service.topology.topology import Topology
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    get_json,
-    metric_value,
-    sample_body,
-    wait_for,
-    wait_until_subscribed,
-)
+from tests.integration.wire import current_minute_ts, get_json, sample_body, wait_until_subscribed
 from tests.persistence.test_snapshot_codec import assert_same_state
 
 pytestmark = pytest.mark.broker
@@ -65,7 +60,7 @@ def state_of(service: ServiceProcess) -> LinkState:
     return decode_state(response.content, Topology())
 
 
-def publish_minute(publisher: Publisher, link: tuple[str, str], ts: int) -> None:
+def publish_minute(publisher: StompClient, link: tuple[str, str], ts: int) -> None:
     source, destination = link
     for name, topic in (("owdelay-histogram-real.json", DELAY_TOPIC), (None, LOSS_TOPIC)):
         body = sample_body(name or "packet-loss-rate.json", [ts], source=source)
@@ -121,7 +116,7 @@ def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice
     wait_until_subscribed(peer.url, stomp_broker.brokers)
     links = link_endpoints(LINKS)
     early, gap, late, window = links[10], links[15], links[20], links[30]
-    publisher = Publisher(stomp_broker.brokers)
+    publisher = StompClient(stomp_broker.brokers)
     now_minute = current_minute_ts()
     publish_minute(publisher, early, now_minute)  # the peer alone has it: in the warm state
     wait_for(lambda: newest_minute(peer, early) == now_minute, what="the peer applying it")

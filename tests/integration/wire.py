@@ -1,18 +1,17 @@
-"""Helpers for tests that cross the wire: publish perfSONAR samples, poll the HTTP API."""
+"""Helpers for tests that cross the wire: perfSONAR samples, a steady feed, the HTTP API."""
 
 from __future__ import annotations
 
 import copy
-import json
-import queue
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import stomp
 
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from tests.data import load_sample
 
 
@@ -29,41 +28,6 @@ def current_minute_ts(minutes_ago: int = 0) -> int:
     return (int(time.time()) // 60 - minutes_ago) * 60
 
 
-#: The STOMP `host` header of every test connection: RabbitMQ's default vhost (stomp.py would
-#: send the broker's host name, which RabbitMQ takes for a vhost); ActiveMQ ignores it.
-VHOST = "/"
-
-
-class Publisher:
-    """A plain stomp.py producer on the test broker."""
-
-    def __init__(self, brokers: str, vhost: str = VHOST) -> None:
-        host, port = brokers.rsplit(":", 1)
-        self.connection = stomp.Connection12([(host, int(port))], vhost=vhost)
-        self.connection.connect(wait=True)
-
-    def send(self, topic: str, body: dict[str, Any] | str | bytes) -> None:
-        payload = body if isinstance(body, str | bytes) else json.dumps(body)
-        self.connection.send(topic, payload)
-
-    def close(self) -> None:
-        self.connection.disconnect()
-
-
-def wait_for(
-    probe: Callable[[], Any], timeout: float = 30.0, interval: float = 0.3, what: str = "condition"
-) -> Any:
-    """Poll `probe` until it returns something truthy; fail with `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
-
-
 def get_json(url: str, **params: str) -> Any:
     """The JSON of a 200 response; None for any other status or when nothing listens yet."""
     try:
@@ -71,17 +35,6 @@ def get_json(url: str, **params: str) -> Any:
     except httpx.HTTPError:
         return None
     return response.json() if response.status_code == 200 else None
-
-
-def metric_value(base_url: str, name: str, **labels: str) -> float:
-    """Value of one sample in /metrics (0 when absent)."""
-    text = httpx.get(f"{base_url}/metrics", timeout=5.0).text
-    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    prefix = f"{name}{{{wanted}}} " if labels else f"{name} "
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            return float(line.split()[-1])
-    return 0.0
 
 
 class SequenceFeed:
@@ -97,12 +50,10 @@ class SequenceFeed:
     DESTINATION = "192.0.2.1"
 
     def __init__(self, brokers: str, rate_per_second: float = 50.0) -> None:
-        host, port = brokers.rsplit(":", 1)
-        self._address = [(host, int(port))]
+        self._brokers = brokers
         self._interval = 1.0 / rate_per_second
         self.published: list[int] = []
         self._stop = threading.Event()
-        self._receipts: queue.Queue[str] = queue.Queue()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
@@ -127,18 +78,15 @@ class SequenceFeed:
                 self._send(connection, sequence, minute)
                 self.published.append(sequence)
                 sequence, minute = sequence + 1, None
-                time.sleep(self._interval)
-            except (stomp.exception.StompException, OSError, queue.Empty):
+                self._stop.wait(self._interval)
+            except (stomp.exception.StompException, OSError, TimeoutError):
                 connection = None
-                time.sleep(0.5)
+                self._stop.wait(0.5)
 
-    def _connect(self) -> stomp.Connection12:
-        connection = stomp.Connection12(self._address, reconnect_attempts_max=1, vhost=VHOST)
-        connection.set_listener("receipts", _ReceiptListener(self._receipts))
-        connection.connect(wait=True)
-        return connection
+    def _connect(self) -> StompClient:
+        return StompClient(self._brokers, reconnect_attempts_max=1)
 
-    def _send(self, connection: stomp.Connection12, sequence: int, minute: int) -> None:
+    def _send(self, connection: StompClient, sequence: int, minute: int) -> None:
         body = sample_body(
             "packet-loss-rate.json",
             [minute],
@@ -148,22 +96,12 @@ class SequenceFeed:
             input_source=f"seq-{sequence}.example.org",
             destination=self.DESTINATION,
         )
-        receipt = f"seq-{sequence}"
-        connection.send(
+        connection.send_confirmed(
             "/topic/perfsonar.raw.packet-loss-rate",
-            json.dumps(body),
-            headers={"persistent": "true", "receipt": receipt},
+            body,
+            receipt=f"seq-{sequence}",
+            headers={"persistent": "true"},
         )
-        while self._receipts.get(timeout=5.0) != receipt:
-            pass
-
-
-class _ReceiptListener(stomp.ConnectionListener):
-    def __init__(self, receipts: queue.Queue[str]) -> None:
-        self._receipts = receipts
-
-    def on_receipt(self, frame: stomp.utils.Frame) -> None:
-        self._receipts.put(frame.headers.get("receipt-id", ""))
 
 
 def links_to(base_url: str, destination: str) -> dict[str, dict] | None:
@@ -178,7 +116,7 @@ def wait_until_subscribed(base_url: str, brokers: str, timeout: float = 30.0) ->
     The broker may take a SUBSCRIBE after the client counts as connected, and a topic drops what
     it gets before; a durable subscription keeps everything from the first probe received on.
     """
-    publisher = Publisher(brokers)
+    publisher = StompClient(brokers)
     destination = "192.0.2.254"
     body = sample_body("packet-loss-rate.json", [current_minute_ts(1)], destination=destination)
 

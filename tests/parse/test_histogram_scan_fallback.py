@@ -20,18 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
 from service.config import DELAY_TOPIC
 from service.parse import histogram_scan
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind, ParsedMessage
-from tests.integration.wire import (
-    Publisher,
-    current_minute_ts,
-    get_json,
-    wait_for,
-    wait_until_subscribed,
-)
+from tests.integration.wire import current_minute_ts, get_json, wait_until_subscribed
 from tests.integration.wire import sample_body as wire_body
 from tests.message_factory import BASE_TS, body, histogram, sample_body
 from tests.parse.test_histogram_scan import comparable, delay_bodies
@@ -181,7 +177,7 @@ def test_serve_without_the_extension_serves_exact_statistics(
     assert (scanner_log["histogram_scanner"], scanner_log["level"]) == ("python", "warning")
 
     wait_until_subscribed(service.url, activemq.brokers)
-    publisher = Publisher(activemq.brokers)
+    publisher = StompClient(activemq.brokers)
     try:
         sample = wire_body("owdelay-histogram-real.json", [current_minute_ts(1)])
         publisher.send(DELAY_TOPIC, sample)

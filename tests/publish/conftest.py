@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.integration.wire import Publisher, get_json, wait_for
+from devtools.stomp_client import StompClient
+from devtools.waiting import wait_for
+from tests.integration.wire import get_json
 
 #: A plain (non-durable) subscription, so no backlog from other tests' services reaches ours.
 SERVE_ARGS = ("--interval", "1", "--model", "none", "--subscription", "plain")
@@ -21,8 +23,8 @@ def bus(activemq):
 
 
 @pytest.fixture
-def publisher(bus) -> Iterator[Publisher]:
-    producer = Publisher(bus.brokers)
+def publisher(bus) -> Iterator[StompClient]:
+    producer = StompClient(bus.brokers)
     yield producer
     producer.close()
 

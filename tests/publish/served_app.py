@@ -10,7 +10,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from devtools.activemq import free_port
-from tests.integration.wire import wait_for
+from devtools.waiting import wait_for
 
 
 @contextmanager

@@ -10,7 +10,8 @@ import time
 import httpx
 import pytest
 
-from tests.integration.wire import get_json, wait_for
+from devtools.waiting import wait_for
+from tests.integration.wire import get_json
 from tests.publish.alto_client import AltoClient
 from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
 

@@ -18,8 +18,9 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client.parser import text_string_to_metric_families
 
+from devtools.metrics_reader import sample_value
+from devtools.waiting import wait_for
 from service.config import Settings
 from service.matrix.views import aggregate_sites
 from service.publish.alto.merge_patch import merge_patch
@@ -36,7 +37,6 @@ from service.publish.app import create_app
 from service.publish.lifespan import publishers_lifespan
 from service.runtime import Runtime, build_runtime
 from service.topology.topology import Topology
-from tests.integration.wire import wait_for
 from tests.publish.alto_client import (
     COST_MAP,
     ENDPOINT_COST,
@@ -308,13 +308,9 @@ def test_update_stream_media_types_are_negotiated(http, alto):
     assert http.post(uri, content=body, headers=headers).status_code == 406
 
 
-def open_update_streams(http: httpx.Client) -> float | None:
+def open_update_streams(http: httpx.Client) -> float:
     """`nettel_sse_streams{endpoint="alto_updates"}` on the served /metrics."""
-    for family in text_string_to_metric_families(http.get("/metrics").text):
-        for sample in family.samples:
-            if sample.name == "nettel_sse_streams" and sample.labels["endpoint"] == "alto_updates":
-                return sample.value
-    return None
+    return sample_value(http.get("/metrics").text, "nettel_sse_streams", endpoint="alto_updates")
 
 
 def test_open_update_streams_are_counted_on_metrics(runtime, http, alto):

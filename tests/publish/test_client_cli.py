@@ -7,13 +7,14 @@ import io
 
 import pytest
 
+from devtools.waiting import wait_for
 from service.commands.costmatrix import (
     add_costmatrix_command,
     format_table,
     run_costmatrix,
     select_links,
 )
-from tests.integration.wire import current_minute_ts, get_json, wait_for
+from tests.integration.wire import current_minute_ts, get_json
 from tests.publish.wire_data import DELAY, LOSS, delay_body, loss_body
 
 

@@ -18,11 +18,12 @@ import pytest
 import uvicorn
 
 from devtools.activemq import free_port
+from devtools.metrics_reader import metric_value
+from devtools.waiting import wait_for
 from service.config import Settings
 from service.publish.app import create_app
 from service.publish.http_server import http_config
 from service.runtime import Runtime, build_runtime
-from tests.integration.wire import metric_value, wait_for
 from tests.run_factory import run_body
 
 TOKEN = "ingest-secret-7f3a"

@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from devtools.waiting import wait_for
 from service.matrix.views import aggregate_sites
 from service.publish.http_guard import HttpRefusal
 from service.publish.stream import (
@@ -19,7 +20,7 @@ from service.publish.stream import (
     removed_links,
     sse_event,
 )
-from tests.integration.wire import current_minute_ts, get_json, wait_for
+from tests.integration.wire import current_minute_ts, get_json
 from tests.publish.support import host_link, make_matrix, read_events
 from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 
 import pytest
-import stomp
 
+from devtools.stomp_client import Message, StompClient
+from devtools.waiting import wait_for
 from service.analysis.predictor import ModelInfo
 from service.broker.link import BrokerAccess
 from service.publish.telemetry import TelemetryPublisher, build_telemetry_message, changed_links
-from tests.integration.wire import VHOST, current_minute_ts, get_json, load_sample, wait_for
+from tests.integration.wire import current_minute_ts, get_json, load_sample
 from tests.publish.support import TS, host_link, make_matrix
 from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
 
@@ -123,29 +123,11 @@ def test_links_are_published_at_most_once_per_interval_with_the_changes_in_betwe
     assert publisher._queue.peek(0).links == [LINK | {"cost": 0.3}]
 
 
-class Subscriber(stomp.ConnectionListener):
-    """Collects (headers, parsed body) of every message on one destination."""
-
-    def __init__(self, brokers: str, destination: str) -> None:
-        host, port = brokers.rsplit(":", 1)
-        self.messages: list[tuple[dict[str, str], dict]] = []
-        self._lock = threading.Lock()
-        self.connection = stomp.Connection12([(host, int(port))], vhost=VHOST)
-        self.connection.set_listener("collect", self)
-        self.connection.connect(wait=True)
-        self.connection.subscribe(destination, id="telemetry", ack="auto")
-
-    def on_message(self, frame: stomp.utils.Frame) -> None:
-        with self._lock:
-            self.messages.append((frame.headers, json.loads(frame.body)))
-
-    def take(self) -> list[tuple[dict[str, str], dict]]:
-        with self._lock:
-            taken, self.messages = self.messages, []
-        return taken
-
-    def close(self) -> None:
-        self.connection.disconnect()
+def subscribed(brokers: str, destination: str) -> StompClient:
+    """A client collecting every message on `destination`."""
+    client = StompClient(brokers)
+    client.subscribe(destination)
+    return client
 
 
 @pytest.fixture
@@ -157,13 +139,13 @@ def bus(stomp_broker):
 @pytest.fixture
 def subscriber(bus):
     topic = f"/topic/telemetry.test-{uuid.uuid4().hex[:8]}"
-    listener = Subscriber(bus.brokers, topic)
+    listener = subscribed(bus.brokers, topic)
     yield topic, listener
     listener.close()
 
 
-def links_of(messages) -> list[tuple[str, str]]:
-    return [(body["meta"]["source"], body["meta"]["destination"]) for _, body in messages]
+def links_of(messages: list[Message]) -> list[tuple[str, str]]:
+    return [(m.json()["meta"]["source"], m.json()["meta"]["destination"]) for m in messages]
 
 
 @pytest.mark.broker
@@ -182,7 +164,8 @@ def test_changed_links_reach_the_broker_in_nettel_layout_and_only_once(
     first = listener.take()
     assert set(links_of(first)) == {(SOURCE, DESTINATION), ("203.0.113.5", DESTINATION)}
 
-    headers, body = next(m for m in reversed(first) if m[1]["meta"]["source"] == SOURCE)
+    message = next(m for m in reversed(first) if m.json()["meta"]["source"] == SOURCE)
+    headers, body = message.headers, message.json()
     assert {k: headers[k] for k in SAMPLE["headers"]} == {
         "destination": topic,
         "event-type": "telemetry.perfsonar",
@@ -206,8 +189,7 @@ def test_changed_links_reach_the_broker_in_nettel_layout_and_only_once(
     assert values["ml"] is None and values["model_version"] is None  # served with --model none
     assert float(values["empirical"]) == 0.0 and 0.0 <= float(values["cost"]) <= 1.0
 
-    time.sleep(3.5)  # about three recomputes without new data
-    assert listener.take() == []
+    assert listener.arrivals_within(3.5) == []  # about three recomputes without new data
 
     publisher.send(LOSS, loss_body({now - 60: 0.0, now: 0.5}))
     publisher.send(DELAY, delay_body([now]))
@@ -224,5 +206,4 @@ def test_nothing_is_published_when_telemetry_is_off(serve, publisher, subscriber
     now = current_minute_ts()
     publisher.send(DELAY, delay_body([now - 60]))
     wait_for(lambda: (get_json(f"{service.url}/costmatrix") or {}).get("links"), what="a link")
-    time.sleep(2.5)
-    assert listener.take() == []
+    assert listener.arrivals_within(2.5) == []

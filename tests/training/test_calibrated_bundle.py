@@ -12,14 +12,16 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
+pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
 from benchmarks.support.fluid_replay import replay_fluid_mesh  # noqa: E402
 from service.analysis.calibration import Calibration, calibrated_estimates  # noqa: E402

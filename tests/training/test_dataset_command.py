@@ -7,12 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.analysis.features import FEATURE_NAMES
-from service.cli import main
-from tests.training.test_dataset import write_capture
-from tests.training.test_ps_documents import write_router_map
-from training.dataset import WARMUP_MINUTES, build_real_dataset
-from training.dataset_files import open_rows, read_description
+pytest.importorskip("pyarrow")  # the training extra (Parquet)
+
+from service.analysis.features import FEATURE_NAMES  # noqa: E402
+from service.cli import main  # noqa: E402
+from tests.training.test_dataset import write_capture  # noqa: E402
+from tests.training.test_ps_documents import write_router_map  # noqa: E402
+from training.dataset import WARMUP_MINUTES, build_real_dataset  # noqa: E402
+from training.dataset_files import open_rows, read_description  # noqa: E402
 
 
 def test_the_memory_engine_writes_the_rows_of_the_dataset(

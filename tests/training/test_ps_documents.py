@@ -7,16 +7,19 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from service.errors import RejectedInput, RejectReason
-from service.parse.records import LinkEndpoints, MeasurementKind
-from tests.training.test_dataset import write_capture
-from training.dataset import WARMUP_MINUTES, build_real_dataset
-from training.perfsonar_archive import read_perfsonar_archive
-from training.readers.ps_documents import convert_document
+pytest.importorskip("pyarrow")  # the training extra (Parquet)
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from service.errors import RejectedInput, RejectReason  # noqa: E402
+from service.parse.records import LinkEndpoints, MeasurementKind  # noqa: E402
+from tests.training.test_dataset import write_capture  # noqa: E402
+from training.dataset import WARMUP_MINUTES, build_real_dataset  # noqa: E402
+from training.perfsonar_archive import read_perfsonar_archive  # noqa: E402
+from training.readers.ps_documents import convert_document  # noqa: E402
 
 OWD = {
     "src": "192.41.236.31",

@@ -9,20 +9,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from service.analysis.features import FEATURE_NAMES
-from service.cli import main
-from tests.training.test_dataset import write_capture
-from tests.training.test_ps_documents import write_router_map
-from training.dataset import WARMUP_MINUTES, build_real_dataset
-from training.dataset_files import open_rows, read_description, write_dataset
-from training.streamed_training import summarise_links
-
+pytest.importorskip("pandas")  # the training extra
+pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
+
+import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from service.analysis.features import FEATURE_NAMES  # noqa: E402
+from service.cli import main  # noqa: E402
+from tests.training.test_dataset import write_capture  # noqa: E402
+from tests.training.test_ps_documents import write_router_map  # noqa: E402
+from training.dataset import WARMUP_MINUTES, build_real_dataset  # noqa: E402
+from training.dataset_files import open_rows, read_description, write_dataset  # noqa: E402
+from training.streamed_training import summarise_links  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 MINUTES = WARMUP_MINUTES + 1500  # 2 links: 3,000 rows
