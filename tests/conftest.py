@@ -14,10 +14,14 @@
   `ServiceProcess` (`.url`, `.process`, `.log_path`, `.log_text()`; from
   `devtools.service_process`, shared with the benchmarks); stopped at teardown.
 - `free_port()`: plain helper (also importable from `devtools.activemq`).
+- every test leaves the root logger without the handlers it added, at its level (`nettel`'s command
+  functions install a handler on the sys.stderr of the moment: a test's capture, closed after
+  it; a later record, as py4j's at garbage collection, then failed into another test's stderr).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -28,6 +32,18 @@ from devtools.rabbitmq import RabbitMQProcess, start_rabbitmq
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
 SERVICE_START_TIMEOUT = 30.0
+
+
+@pytest.fixture(autouse=True)
+def root_logger_restored() -> Iterator[None]:
+    """Handlers a test added to the root logger (pytest's own aside) go; its level is reset."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -109,8 +109,10 @@ class StompSource:
         subscription: SubscriptionSpec = SubscriptionSpec(),
         max_backoff_seconds: float = 5.0,
         log: logging.Logger | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._topics = list(topics)
+        self._clock = clock  # the wall clock messages' arrival is read on (`timestamp` is one)
         self._handler = handler
         self._subscription = subscription
         self._generation = 0  # of the connection, counted when it subscribes
@@ -199,7 +201,7 @@ class StompSource:
     def deliver(self, headers: dict[str, str], body: bytes | str) -> None:
         if self._paused.is_set():
             return
-        self._arrival_lag.observe(headers.get("timestamp"), time.time())
+        self._arrival_lag.observe(headers.get("timestamp"), self._clock())
         topic = self._topic_of(headers)
         ack_id = headers.get("ack") or headers.get("message-id")
         token = None

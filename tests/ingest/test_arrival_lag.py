@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -10,26 +11,31 @@ from service.broker.link import BrokerAccess
 from service.ingest.backlog import ArrivalLag, ingest_is_behind
 from service.ingest.stomp_source import StompSource
 
+NOW = 1_700_000_000.0
 
-def idle_source() -> StompSource:
+
+def idle_source(clock: Callable[[], float] = time.time) -> StompSource:
     """A source that is never started: frames are handed to `deliver` directly."""
-    return StompSource(BrokerAccess([("127.0.0.1", 61613)]), ["/topic/t"], lambda *frame: None)
+    return StompSource(
+        BrokerAccess([("127.0.0.1", 61613)]), ["/topic/t"], lambda *frame: None, clock=clock
+    )
 
 
-def milliseconds_ago(seconds: float) -> str:
-    return str(int((time.time() - seconds) * 1000))
+def milliseconds_ago(seconds: float, now: float | None = None) -> str:
+    return str(int(((time.time() if now is None else now) - seconds) * 1000))
 
 
 def test_lag_is_the_last_message_arrival_minus_its_broker_stamp() -> None:
-    source = idle_source()
+    now = [NOW]
+    source = idle_source(lambda: now[0])
     assert source.arrival_lag_seconds() is None
-    source.deliver({"timestamp": milliseconds_ago(30)}, b"{}")
-    lag = source.arrival_lag_seconds()
-    assert lag is not None and 29.9 < lag < 31
-    source.deliver({"timestamp": milliseconds_ago(0)}, b"{}")
-    assert abs(source.arrival_lag_seconds()) < 1  # type: ignore[arg-type]
-    time.sleep(0.2)  # the lag is fixed at arrival; it does not grow while nothing comes
-    assert abs(source.arrival_lag_seconds()) < 1  # type: ignore[arg-type]
+    source.deliver({"timestamp": milliseconds_ago(30, NOW)}, b"{}")
+    assert source.arrival_lag_seconds() == pytest.approx(30.0)
+    now[0] += 1.0
+    source.deliver({"timestamp": milliseconds_ago(0, now[0])}, b"{}")
+    assert source.arrival_lag_seconds() == pytest.approx(0.0)
+    now[0] += 60.0  # the lag is fixed at arrival; it does not grow while nothing comes
+    assert source.arrival_lag_seconds() == pytest.approx(0.0)
 
 
 def test_no_lag_without_a_stamp_in_epoch_milliseconds() -> None:

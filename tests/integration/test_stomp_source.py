@@ -23,6 +23,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
     activemq: ActiveMQProcess,
 ) -> None:
     release, received = threading.Event(), []
+    waited = [0.0]  # seconds the test moves the source's clock on
 
     def stall_on_first(topic: str, body: bytes, ack: object) -> None:
         received.append(body)
@@ -34,6 +35,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
         [TOPIC],
         stall_on_first,
         subscription=SubscriptionSpec(mode="plain"),
+        clock=lambda: time.time() + waited[0],
     )
     assert source.unread_bytes() == 0  # no connection yet
     source.start()
@@ -56,7 +58,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
         wait_for(lambda: source.unread_bytes() > 64 * 1024, 20, what="unread bytes")
         # the last message has now waited at least 1.5 s, and the probe's fresh lag is more
         # than the two lag windows back (ArrivalLag: the least lag of the last one or two)
-        time.sleep(max(1.5, 2 * LAG_WINDOW_SECONDS + 0.5))
+        waited[0] = max(1.5, 2 * LAG_WINDOW_SECONDS + 0.5)
         release.set()
         wait_for(lambda: received.count(body) == 200, 20, what="every message")
         assert source.unread_bytes() == 0
