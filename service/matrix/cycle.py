@@ -51,8 +51,10 @@ class MatrixCycle:
         log: logging.Logger | None = None,
         behind: Callable[[], bool] = lambda: False,
         empirical_filter: EmpiricalFilterInput = "newest-minute",
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`behind` tells whether ingest is behind now (polled every tick)."""
+        """`behind` tells whether ingest is behind now (polled every tick); `clock` dates the
+        snapshots, `monotonic` schedules the recomputes."""
         self.latest: CostMatrix | None = None
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = []
@@ -65,6 +67,7 @@ class MatrixCycle:
         self._last_seconds = self._last_cpu_seconds = 0.0
         self._release_free_memory = FreeMemoryReleaser()
         self._clock = clock
+        self._monotonic = monotonic
         self._behind = behind
         self._empirical_filter: EmpiricalFilterInput = empirical_filter
         self._log = log or logging.getLogger("nettel.cycle")
@@ -114,12 +117,12 @@ class MatrixCycle:
     def _run(self) -> None:
         last_start = float("-inf")
         while not self._loop.wait(TICK_SECONDS):
-            now = time.monotonic()
+            now = self._monotonic()
             behind = self._behind()
             since = now - last_start
             gap = recompute_gap(self._freshness, self._last_seconds, self._last_cpu_seconds)
             if since >= self._interval or (self._has_new_data() and since >= gap and not behind):
-                last_start = time.monotonic()
+                last_start = self._monotonic()
                 try:
                     self.recompute()
                 except Exception:  # a failed cycle keeps the previous snapshot in service

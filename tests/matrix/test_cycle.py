@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from devtools.waiting import wait_for
 from service.ingest.backlog import BEHIND_PERSIST_SECONDS, BEHIND_QUIET_SECONDS, BacklogWatch
 from service.ingest.pipeline import IngestPipeline
 from service.matrix.cycle import MatrixCycle, recompute_gap
@@ -17,39 +18,56 @@ LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 NOW = 1_700_000_200.0  # the loss sample's datapoints fit the window
 
 
-def wait_until(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
+class CycleTicks:
+    """A hand-moved monotonic clock for a cycle and its BacklogWatch, and the cycle thread's
+    ticks counted by the backlog polls."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.behind = False
+        self.polls = 0
+
+    def backlog(self) -> bool:
+        self.polls += 1
+        return self.behind
+
+    def pass_ticks(self, count: int = 3) -> None:
+        """Wait until the cycle thread has polled `count` more times (acted on what it saw)."""
+        target = self.polls + count
+        wait_for(lambda: self.polls >= target, 5.0, 0.005, what=f"{count} cycle ticks")
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.pass_ticks()
 
 
 def test_fresh_data_waits_for_the_backlog_then_reaches_the_matrix() -> None:
     pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
-    behind = [False]
+    ticks = CycleTicks()
     cycle = MatrixCycle(
         pipeline.state,
         interval=60.0,
         freshness=0.2,
         clock=lambda: NOW,
-        behind=BacklogWatch(lambda: behind[0]),
+        behind=BacklogWatch(ticks.backlog, clock=lambda: ticks.now),
+        monotonic=lambda: ticks.now,
     )
     cycle.start()
     try:
-        assert wait_until(lambda: cycle.latest is not None, 5.0)  # the first, interval cycle
-        first = cycle.latest
-        behind[0] = True  # a back-fill under way: its backlog was seen for a while
-        time.sleep(BEHIND_PERSIST_SECONDS + 0.2)
+        first = wait_for(lambda: cycle.latest, 5.0, 0.02, what="the first, interval cycle")
+        ticks.behind = True  # a back-fill under way: its backlog was seen for a while
+        ticks.pass_ticks()
+        ticks.advance(BEHIND_PERSIST_SECONDS + 0.2)
         pipeline.handle_frame(LOSS_TOPIC, sample_body("packet-loss-rate.json"))
-        time.sleep(1.0)  # five freshness periods
+        ticks.advance(1.0)  # five freshness periods
         assert cycle.latest is first and len(first.links) == 0
 
-        behind[0] = False
-        caught_up = time.monotonic()
-        assert wait_until(lambda: cycle.latest is not first, 3.0)
-        assert time.monotonic() - caught_up >= BEHIND_QUIET_SECONDS - 0.1  # not on the first gap
+        ticks.behind = False
+        ticks.pass_ticks()
+        ticks.advance(BEHIND_QUIET_SECONDS - 0.1)
+        assert cycle.latest is first  # not on the first gap
+        ticks.advance(0.2)
+        wait_for(lambda: cycle.latest is not first, 3.0, 0.02, what="the caught-up recompute")
         assert len(cycle.latest.links) == 1
     finally:
         cycle.stop()
@@ -68,12 +86,12 @@ def test_a_short_burst_does_not_hold_fresh_data_back() -> None:
     )
     cycle.start()
     try:
-        assert wait_until(lambda: cycle.latest is not None, 5.0)
+        wait_for(lambda: cycle.latest, 5.0, 0.02, what="the first cycle")
         first = cycle.latest
         arrived = time.monotonic()
         burst_until[0] = arrived + BEHIND_PERSIST_SECONDS / 2
         pipeline.handle_frame(LOSS_TOPIC, sample_body("packet-loss-rate.json"))
-        assert wait_until(lambda: cycle.latest is not first, 3.0)
+        wait_for(lambda: cycle.latest is not first, 3.0, 0.02, what="a recompute")
         assert time.monotonic() - arrived < BEHIND_QUIET_SECONDS  # held back, it would take longer
     finally:
         cycle.stop()
@@ -96,10 +114,10 @@ def test_waiting_inside_a_recompute_does_not_space_out_the_next_one() -> None:
     cycle = MatrixCycle(pipeline.state, interval=60.0, freshness=0.2, clock=waiting_clock)
     cycle.start()
     try:
-        assert wait_until(lambda: cycle.latest is not None, 5.0)
+        wait_for(lambda: cycle.latest, 5.0, 0.02, what="the first cycle")
         first = cycle.latest
         pipeline.handle_frame(LOSS_TOPIC, sample_body("packet-loss-rate.json"))
-        assert wait_until(lambda: cycle.latest is not first, 1.4)
+        wait_for(lambda: cycle.latest is not first, 1.4, 0.02, what="a recompute within 1.4 s")
         assert len(cycle.latest.links) == 1
     finally:
         cycle.stop()
