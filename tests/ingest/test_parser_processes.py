@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools.waiting import wait_for
 from service.errors import RejectedInput
 from service.ingest.parser_processes import MIN_SPLIT, ParserProcesses
 from service.parse.perfsonar import parse_messages
@@ -44,13 +45,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_until(condition, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return condition()
-
-
 def comparable(results: list) -> list:
     return [(r.reason, r.detail) if isinstance(r, RejectedInput) else r for r in results]
 
@@ -79,7 +73,7 @@ def test_a_killed_child_is_replaced_and_the_batch_still_parsed(
     frames = mixed_frames(2 * MIN_SPLIT)
     before = two_parsers.pids
     os.kill(before[0], signal.SIGKILL)
-    assert wait_until(lambda: not alive(before[0]))
+    wait_for(lambda: not alive(before[0]), 5, 0.02, what="the old parser process gone")
 
     with caplog.at_level(logging.ERROR, "nettel.ingest"):
         results = two_parsers.parse(frames)

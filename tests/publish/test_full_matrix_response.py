@@ -5,13 +5,13 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import uvicorn
 
+from devtools.waiting import wait_for
 from service.config import Settings
 from service.matrix.matrix_body import BLOCK_LINKS
 from service.matrix.snapshot import CostMatrix
@@ -36,10 +36,7 @@ def served() -> Iterator[tuple[str, Runtime]]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
+    wait_for(lambda: server.started, 20, 0.02, what="uvicorn started")
     yield f"http://127.0.0.1:{port}", runtime
     server.should_exit = True
     thread.join(10)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 
 from devtools.activemq import free_port
+from devtools.waiting import wait_for
 
 #: argv[1]: "graceful" (nettel's server) or "plain" (uvicorn's own); argv[2]: the port.
 SERVER = """
@@ -35,15 +35,16 @@ def exit_status_after_sigterm(kind: str) -> int:
     port = free_port()
     server = subprocess.Popen([sys.executable, "-c", SERVER, kind, str(port)])
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def answering() -> bool:
             assert server.poll() is None, f"the {kind} server exited before answering"
-            assert time.monotonic() < deadline, f"the {kind} server did not answer in 30 s"
             try:
                 httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0)
-                break
             except httpx.HTTPError:
-                time.sleep(0.1)
+                return False
+            return True
+
+        wait_for(answering, 30, 0.1, what=f"the {kind} server answering")
         server.send_signal(signal.SIGTERM)
         return server.wait(15)
     finally:

@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
 from service.matrix.views import aggregate_sites
 from service.publish.http_guard import HttpRefusal
@@ -177,7 +178,10 @@ def test_service_stops_promptly_with_a_stream_open(serve):
         ended.set()
 
     threading.Thread(target=read_until_the_server_ends_it, daemon=True).start()
-    time.sleep(1.5)
+    wait_for(
+        lambda: metric_value(service.url, "nettel_sse_streams", endpoint="costmatrix_stream"),
+        what="the stream open",
+    )
     started = time.monotonic()
     assert service.stop(timeout=8) == 0
     assert time.monotonic() - started < 8 and ended.wait(2)

@@ -3,8 +3,7 @@ takeover starts from the whole matrix, and a batch queued before a step-down is 
 
 from __future__ import annotations
 
-import time
-
+from devtools.waiting import wait_for
 from service.broker.link import BrokerAccess
 from service.publish.telemetry import TelemetryPublisher
 from tests.publish.support import host_link, make_matrix
@@ -70,8 +69,7 @@ def test_a_batch_queued_before_a_step_down_is_dropped_unsent():
     telemetry.observe(None, make_matrix([A]))
     election.leader = False
     telemetry._loop.start()  # the sender thread, without a broker connection
-    deadline = time.monotonic() + 5
-    while telemetry._queue.peek(0) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert telemetry._queue.peek(0) is None
+    wait_for(
+        lambda: telemetry._queue.peek(0) is None, 5, 0.05, what="the queued batch dropped unsent"
+    )
     telemetry._loop.stop(5)

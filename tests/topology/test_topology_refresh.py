@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 import pytest
 
+from devtools.waiting import wait_for
 from service.errors import ConfigError
 from service.state.link_state import LinkState
 from service.topology.layouts import Layout
@@ -288,7 +289,7 @@ def test_the_refresh_thread_runs_on_request_and_every_interval(tmp_path: Path) -
     on_request.start()
     path.write_bytes(CRIC)
     on_request.request()
-    wait_until(lambda: on_request.outcomes["ok"] == 1)
+    wait_for(lambda: on_request.outcomes["ok"] == 1, 10, 0.01, what="the requested refresh")
     assert sites(state)[0] == ("CERN-PROD", "AGLT2")
     time.sleep(0.3)
     assert on_request.outcomes == {"ok": 1}  # interval 0: no refresh unless asked
@@ -296,13 +297,6 @@ def test_the_refresh_thread_runs_on_request_and_every_interval(tmp_path: Path) -
 
     periodic = TopologyRefresher(state, str(path), load_topology(str(path)), interval=0.05)
     periodic.start()
-    wait_until(lambda: periodic.outcomes["ok"] >= 3)
+    wait_for(lambda: periodic.outcomes["ok"] >= 3, 10, 0.01, what="three periodic refreshes")
     periodic.stop()
     assert not periodic._loop.alive
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
