@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import base64
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 import httpx
 import orjson
 import pytest
-import uvicorn
 
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
@@ -23,17 +22,12 @@ from service.cli import build_parser
 from service.config import Settings
 from service.publish.app import create_app
 from service.runtime import Runtime, build_runtime
+from tests.publish.served_app import serve_app
 from tests.run_factory import SOURCE_HOST, run_body, run_record
 
 TOKEN = "ingest-secret-7f3a"
 PATH = "/ingest/pscheduler"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 Served = tuple[str, Runtime]
@@ -42,29 +36,17 @@ Served = tuple[str, Runtime]
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Served]]:
     """`serve(**settings)`: the app of `build_runtime(Settings(...))` on a free port."""
-    running: list[tuple[uvicorn.Server, threading.Thread, Runtime | None]] = []
+    with ExitStack() as running:
 
-    def start(apply: bool = False, **settings: object) -> Served:
-        base = {"model": "none", "publish_telemetry": False}
-        runtime = build_runtime(Settings(**(base | settings)))  # type: ignore[arg-type]
-        if apply:
-            runtime.batcher.start()
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(create_app(runtime), "127.0.0.1", port, log_config=None)
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        wait_for(lambda: server.started, timeout=20, interval=0.02, what="uvicorn started")
-        running.append((server, thread, runtime if apply else None))
-        return f"http://127.0.0.1:{port}", runtime
+        def start(apply: bool = False, **settings: object) -> Served:
+            base = {"model": "none", "publish_telemetry": False}
+            runtime = build_runtime(Settings(**(base | settings)))  # type: ignore[arg-type]
+            if apply:
+                runtime.batcher.start()
+                running.callback(runtime.batcher.stop)  # after the server (last in, first out)
+            return running.enter_context(serve_app(create_app(runtime))), runtime
 
-    yield start
-    for server, thread, applying in running:
-        server.should_exit = True
-        thread.join(10)
-        if applying is not None:
-            applying.batcher.stop()
+        yield start
 
 
 def rejected(url: str, reason: str) -> float:

@@ -3,43 +3,27 @@
 from __future__ import annotations
 
 import gzip
-import socket
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
-from devtools.waiting import wait_for
 from service.config import Settings
 from service.matrix.matrix_body import BLOCK_LINKS
 from service.matrix.snapshot import CostMatrix
 from service.publish.app import create_app
 from service.runtime import Runtime, build_runtime
+from tests.publish.served_app import serve_app
 from tests.publish.support import host_link, make_matrix
 
 LINK_COUNT = 2 * BLOCK_LINKS + 7  # three blocks, the last one short
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, Runtime]]:
     runtime = build_runtime(Settings(model="none", publish_telemetry=False))
-    port = free_port()
-    config = uvicorn.Config(create_app(runtime), "127.0.0.1", port, log_config=None)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_for(lambda: server.started, 20, 0.02, what="uvicorn started")
-    yield f"http://127.0.0.1:{port}", runtime
-    server.should_exit = True
-    thread.join(10)
+    with serve_app(create_app(runtime)) as url:
+        yield url, runtime
 
 
 @pytest.fixture(scope="module")
