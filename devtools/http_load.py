@@ -39,6 +39,11 @@ class HttpLoad:
             thread.start()
         return self
 
+    def completed_since(self, since: float) -> int:
+        """Requests (failed or not) that ended after the monotonic time `since`."""
+        with self._lock:
+            return sum(finished > since for finished in self._result.completed)
+
     def stop(self) -> LoadResult:
         self._stop.set()
         for thread in self._threads:

@@ -62,18 +62,32 @@ def test_a_replica_killed_under_load_fails_no_request_through_haproxy(
             ),
             what="every link in both replicas",
         )
-    time.sleep(2.0)  # a cycle on both after the last datapoint
+    all_seen_at = time.time()
+    for replica in replicas:
+        wait_for(
+            lambda r=replica: (
+                (get_json(f"{r.url}/costmatrix") or {}).get("generated_at", 0) > all_seen_at
+            ),
+            what="a cycle on both after the last datapoint",
+        )
     addresses = [r.url.removeprefix("http://") for r in replicas]
     servers = [(f"nettel-{n}", address) for n, address in zip("ab", addresses, strict=True)]
     with HAProxyProcess(tmp_path / "haproxy", servers) as haproxy:
         matrix_url = f"{haproxy.url}/costmatrix"
         wait_for(lambda: get_json(matrix_url), what="HAProxy up with both replicas")
         before = costs(httpx.get(matrix_url).json())
+        load_started = time.monotonic()
         load = HttpLoad(matrix_url, threads=4).start()
-        time.sleep(3.0)
+        wait_for(lambda: load.completed_since(load_started) >= 50, what="50 requests under load")
         replicas[0].kill()
         killed_at = time.monotonic()
-        time.sleep(5.0)
+        wait_for(
+            lambda: (
+                "nettel_replicas/nettel-a is DOWN" in haproxy.log_path.read_text()
+                and load.completed_since(killed_at) > 50
+            ),
+            what="HAProxy's health check to see the replica go, and 50 requests after the kill",
+        )
         result = load.stop()
         after = costs(httpx.get(matrix_url).json())
         log = haproxy.log_path.read_text()
