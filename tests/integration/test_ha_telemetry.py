@@ -128,7 +128,7 @@ def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nett
         leader.kill()
         killed_at = time.monotonic()
         wait_for(lambda: role(survivor.url) == "leader", timeout=15, interval=0.1, what="takeover")
-        wait_for(subscriber.messages.__len__, timeout=15, interval=0.05, what="telemetry")
+        wait_for(lambda: subscriber.messages, timeout=15, interval=0.05, what="telemetry")
         failover = time.monotonic() - killed_at
         two_minutes_on = feed.minutes[-1] + 120
         wait_for(
