@@ -42,7 +42,6 @@ class StompClient(stomp.ConnectionListener):
         brokers: str,
         vhost: str = DEFAULT_VHOST,
         *,
-        timeout: float | None = None,
         reconnect_attempts_max: int = 3,
     ) -> None:
         host, port = brokers.rsplit(":", 1)
@@ -52,7 +51,6 @@ class StompClient(stomp.ConnectionListener):
         self.connection = stomp.Connection12(
             [(host, int(port))],
             vhost=vhost,
-            timeout=timeout,
             reconnect_attempts_max=reconnect_attempts_max,
             auto_decode=False,
         )
