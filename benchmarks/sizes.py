@@ -26,6 +26,8 @@ class Sizes:
     start_repeats: int
     flood_stages: tuple[int, ...]
     flood_max_links: int
+    #: The flooded service's --interval (s): each stage waits for two cycles after the flood.
+    flood_interval: float
     alto_links: int
     alto_endpoints: int
     alto_seconds: float
@@ -76,6 +78,7 @@ FULL = Sizes(
     start_repeats=3,
     flood_stages=(100_000, 160_000),
     flood_max_links=150_000,
+    flood_interval=10.0,
     alto_links=15_000,
     alto_endpoints=100,
     alto_seconds=15.0,
@@ -126,6 +129,7 @@ QUICK = Sizes(
     start_repeats=1,
     flood_stages=(1_000, 2_500),
     flood_max_links=2_000,
+    flood_interval=1.0,
     alto_links=1_600,
     alto_endpoints=10,
     alto_seconds=1.0,

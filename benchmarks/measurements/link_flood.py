@@ -23,8 +23,9 @@ NAME = "link_flood"
 #: A link's memory in the running service, with its matrix records, JSON body and views.
 RSS_PER_LINK_LIMIT = 8 * 1024
 METHOD = (
-    "A private ActiveMQ and `nettel serve --subscription plain --max-links M` (the shipped model "
-    "when there is one) start; then, per stage, one loss message for each new made-up link is "
+    "A private ActiveMQ and `nettel serve --subscription plain --max-links M --interval I` (the "
+    "shipped model when there is one; I is 10 s, 1 s at quick sizes) start; then, per stage, "
+    "one loss message for each new made-up link is "
     "published through the broker (non-persistent, 400 destinations per fake source address, so "
     "no producer passes --new-links-per-minute) until that many links were offered in all. Once "
     "the service tracked (or refused as `link_limit`) all of them and two matrix cycles ran, "
@@ -44,7 +45,7 @@ METHOD = (
 def run(ctx: SuiteContext) -> MeasurementResult:
     sizes = ctx.sizes
     ctx.log(f"link_flood: stages {sizes.flood_stages}, --max-links {sizes.flood_max_links:,}")
-    flood = run_flood(ctx, sizes.flood_stages, sizes.flood_max_links)
+    flood = run_flood(ctx, sizes.flood_stages, sizes.flood_max_links, sizes.flood_interval)
     result = MeasurementResult(NAME, "Link flood: memory and views per link", METHOD)
     result.add("rss_before", "RSS before the flood", flood["rss_before_flood_mib"], "MiB")
     for stage in flood["stages"]:
@@ -191,12 +192,15 @@ def stage(service: ServiceProcess, offered: int, baseline: int, max_links: int) 
     }
 
 
-def run_flood(ctx: SuiteContext, stages: Sequence[int], max_links: int) -> dict[str, Any]:
+def run_flood(
+    ctx: SuiteContext, stages: Sequence[int], max_links: int, interval: float
+) -> dict[str, Any]:
     """Flood a fresh service stage by stage (see METHOD); the figures of each stage."""
     work, logs = ctx.work / "link-flood", ctx.logs
     results: list[dict[str, Any]] = []
     with private_broker(work, "link-flood", logs) as broker:
         args = [*serve_model_args(), "--subscription", "plain", "--max-links", str(max_links)]
+        args += ["--interval", str(interval)]
         service = launch_service(broker.brokers, args, logs / "link-flood.log")
         try:
             wait_for_status(service, "/readyz", timeout=120)
