@@ -1,9 +1,10 @@
 """Smoke test of the performance suite: `python -m benchmarks --quick` end to end.
 
-Runs the core group (the default without --only) with tiny sizes (real brokers, real `nettel
-serve` processes, wrk or the Python load generator); test_measurements_quick.py runs some of the
-others. Checks the shape of the JSON report and of the markdown, never the
-timings: those depend on the machine and are the suite's output, not its correctness.
+Runs each measurement of the core group (the default without --only) with tiny sizes, one per
+test (real brokers, real `nettel serve` processes, wrk or the Python load generator);
+test_measurements_quick.py runs some of the others. Checks the shape of the JSON report and of
+the markdown, never the timings: those depend on the machine and are the suite's output, not its
+correctness.
 """
 
 from __future__ import annotations
@@ -75,52 +76,53 @@ FIGURES = {
 TARGET_KEYS = {"key", "label", "value", "comparison", "limit", "unit", "met"}
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
-    output = tmp_path_factory.mktemp("bench")
+def quick_run(output: Path, only: str) -> tuple[dict, str]:
+    """`python -m benchmarks --quick --only ONLY`: its report and markdown."""
     docs = output / "performance.md"
-    command = [sys.executable, "-m", "benchmarks", "--quick", "--output", str(output)]
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--only", only]
     completed = subprocess.run(
-        [*command, "--docs", str(docs)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+        [*command, "--output", str(output), "--docs", str(docs)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     return json.loads((output / "report.json").read_text()), docs.read_text()
 
 
+def test_the_core_group_is_what_runs_by_default() -> None:
+    from benchmarks.__main__ import GROUPS
+
+    assert tuple(GROUPS["core"]) == MEASUREMENTS
+
+
 @pytest.mark.slow
 @pytest.mark.broker
-def test_report_has_every_measurement_and_figure(quick_run: tuple[dict, str]) -> None:
-    report, _ = quick_run
+@pytest.mark.parametrize("name", MEASUREMENTS)
+def test_each_core_measurement_reports_its_figures_and_targets(name: str, tmp_path: Path) -> None:
+    """One measurement per test, so the workers share the suite's minutes."""
+    report, markdown = quick_run(tmp_path, name)
     assert report["quick"] is True
     assert report["errors"] == {}
-    assert ENVIRONMENT_KEYS <= set(report["environment"])
-    assert set(report["measurements"]) == set(MEASUREMENTS)
-    for name, figures in FIGURES.items():
-        measured = report["measurements"][name]
-        assert figures <= set(measured["figures"]), name
-        assert {"title", "method", "targets", "notes", "details"} <= set(measured)
-
-
-@pytest.mark.slow
-@pytest.mark.broker
-def test_targets_are_complete_records(quick_run: tuple[dict, str]) -> None:
-    report, _ = quick_run
-    targets = [t for m in report["measurements"].values() for t in m["targets"]]
-    assert len(targets) == report["targets_total"] > 0
-    for target in targets:
+    assert set(report["measurements"]) == {name}
+    measured = report["measurements"][name]
+    assert FIGURES[name] <= set(measured["figures"])
+    assert {"title", "method", "targets", "notes", "details"} <= set(measured)
+    assert len(measured["targets"]) == report["targets_total"]
+    for target in measured["targets"]:
         assert set(target) == TARGET_KEYS
         assert target["comparison"] in (">=", "<=")
         assert target["met"] in (True, False, None)
+    assert measured["title"] in markdown
 
 
 @pytest.mark.slow
-@pytest.mark.broker
-def test_markdown_renders_machine_targets_and_figures(quick_run: tuple[dict, str]) -> None:
-    report, markdown = quick_run
+def test_markdown_renders_the_machine_and_targets(tmp_path: Path) -> None:
+    report, markdown = quick_run(tmp_path, "cycle")
+    assert ENVIRONMENT_KEYS <= set(report["environment"])
     assert markdown.startswith("# Performance")
     assert report["environment"]["cpu_model"] in markdown
     python_seconds = report["environment"]["reference_end"]["python"]
     assert python_seconds > 0 and f"Python {python_seconds:.3f}" in markdown
     assert "## Targets" in markdown
-    for measurement in report["measurements"].values():
-        assert measurement["title"] in markdown
