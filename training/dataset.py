@@ -485,18 +485,29 @@ def replay_measurements(
     COARSE_BUCKET_SHARE of the links report 0.1 ms histogram buckets, as perfSONAR 5 does."""
     endpoints = mesh_endpoints(mesh)
     state = link_state_for(endpoints)
-    coarse = draw_coarse_links(len(endpoints), int(description.get("seed", 0)))
-    description = {**description, "coarse_bucket_links": int(coarse.sum())}
-    batches = (
-        MinuteBatch(m.minute, minute_messages(m.coarsened(coarse, COARSE_BUCKET_FACTOR), endpoints))
-        for m in measured
-    )
-    minutes = replay_minutes(batches, state)
+    seed = int(description.get("seed", 0))
+    description = {
+        **description,
+        "coarse_bucket_links": int(draw_coarse_links(len(endpoints), seed).sum()),
+    }
+    minutes = replay_minutes(simulated_batches(measured, endpoints, seed), state)
     sources, destinations = _names(mesh, mesh.source), _names(mesh, mesh.destination)
     names = tuple(f"{s}->{d}" for s, d in zip(sources, destinations, strict=True))
     parts = _Parts(minutes, labels, labels.first_minute + WARMUP_MINUTES)
     busy = mesh.congestion_prone if prone is None else prone
     return assemble(parts, target, names, busy, description)
+
+
+def simulated_batches(
+    measured: Iterable[MinuteMeasurements], endpoints: list[LinkEndpoints], seed: int
+) -> Iterator[MinuteBatch]:
+    """Each simulated minute as the bus messages ingest applies, the seeded coarse links'
+    histograms in 0.1 ms buckets (what a served replay must apply to match the dataset's rows)."""
+    coarse = draw_coarse_links(len(endpoints), seed)
+    for m in measured:
+        yield MinuteBatch(
+            m.minute, minute_messages(m.coarsened(coarse, COARSE_BUCKET_FACTOR), endpoints)
+        )
 
 
 def draw_coarse_links(n_links: int, seed: int) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from service.parse.records import LinkEndpoints
 from service.state.link_state import LinkState
 from simulation.simulator_fluid import build_fluid_mesh, simulate_fluid_minutes, simulate_traffic
-from training.dataset import WARMUP_MINUTES, mesh_endpoints, minute_messages
+from training.dataset import WARMUP_MINUTES, mesh_endpoints, simulated_batches
 
 
 def replay_fluid_mesh(
@@ -17,6 +17,7 @@ def replay_fluid_mesh(
     first = start - WARMUP_MINUTES
     traffic = simulate_traffic(mesh, first - 1, WARMUP_MINUTES + rows + 1, seed)
     endpoints = mesh_endpoints(mesh.hosts)
-    for measured in simulate_fluid_minutes(mesh, traffic, seed, first_minute=first):
-        state.apply_batch(minute_messages(measured, endpoints), (measured.minute + 1) * 60.0)
+    measured = simulate_fluid_minutes(mesh, traffic, seed, first_minute=first)
+    for batch in simulated_batches(measured, endpoints, seed):
+        state.apply_batch(batch.messages, (batch.minute + 1) * 60.0)
     return endpoints
