@@ -34,7 +34,18 @@ def service(stomp_broker, nettel_service, tmp_path):
         "SITE-B: [198.51.100.20]\n"
         "SITE-C: [ps-lat.site-c.example.com]\n"
     )
-    service = nettel_service(stomp_broker.brokers, "--interval", "1", "--topology", str(topology))
+    # a client-id of its own: the default one's durable subscription on the session broker holds
+    # what other tests published after their service stopped (an extra minute of a sample link)
+    client_id = f"wire-{tmp_path.name}"
+    service = nettel_service(
+        stomp_broker.brokers,
+        "--interval",
+        "1",
+        "--topology",
+        str(topology),
+        "--client-id",
+        client_id,
+    )
     wait_for(lambda: get_json(f"{service.url}/readyz"), what="ready (subscribed)")
     return service
 
