@@ -214,6 +214,11 @@ def test_the_shipped_bundle_loads_is_small_and_says_it_is_simulated(bundle_dir: 
     assert bundle.card["training_data"]["kind"] == "simulated"
     assert "SIMULATED" in bundle.card["training_data"]["note"]
     assert bundle.calibration is not None
+    assert set(bundle.scaler.log_offsets) == {
+        "newest_loss",
+        "newest_delay_above_min",
+        "newest_delay_std",
+    }
     metrics = bundle.card["evaluation"]["metrics"]
     assert metrics["model"]["mse"] <= 0.019
     families = bundle.card["evaluation"]["families"]
