@@ -37,12 +37,14 @@ from training.dataset_files import open_rows, read_description
 from training.network import BATCH_SIZE, NetworkConfig, build_network, fit_network_batches
 from training.train import (
     DEFAULT_CALIBRATION_FRACTION,
+    DEFAULT_INPUT_SCALING,
     DEFAULT_INPUTS,
     TrainResult,
     add_calibration,
     add_evaluation,
     card_fields,
     check_run,
+    log_offsets,
 )
 
 READ_BATCH_ROWS = 65_536
@@ -183,7 +185,8 @@ def fit_scaler_streamed(
     drawn = np.concatenate(sample) if sample else np.zeros((0, len(DEFAULT_INPUTS)))
     if not len(drawn):
         raise ValueError("no training rows")
-    return MinMaxScaler.fit_clipped(drawn, DEFAULT_INPUTS)
+    offsets = log_offsets(DEFAULT_INPUTS, DEFAULT_INPUT_SCALING)
+    return MinMaxScaler.fit_clipped(drawn, DEFAULT_INPUTS, log_offsets=offsets)
 
 
 def training_batches(
@@ -273,6 +276,7 @@ def streamed_card(
         target=str(description.get("target", "nettel")),
         seed=options.seed,
         network=options.network,
+        input_scaling=DEFAULT_INPUT_SCALING,
         epochs=options.epochs,
         training_data={
             **description,

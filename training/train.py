@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from service.analysis.empirical_filter import LOSS_THRESHOLD
 from service.analysis.features import (
     FEATURE_NAMES,
     NEWEST_FEATURE_NAMES,
@@ -42,6 +43,18 @@ MODEL_NAME = "nettel-utilisation"
 #: (docs/model.md, section 8); all 50 stay computed and can be chosen (`--inputs all`).
 DEFAULT_INPUTS = NEWEST_FEATURE_NAMES
 DEFAULT_EPOCHS = 30
+#: Inputs read on a log scale (`--input-scaling log`, the default) and their log10 offsets: loss
+#: and delays span orders of magnitude, which linear bounds squeeze into the bottom of the range
+#: (service.model.scaler). The loss's offset is the empirical filter's loss threshold (smaller
+#: losses all read alike), the delays' perfSONAR 5's 0.1 ms histogram bucket (what 30 % of the
+#: links resolve). The mean above the median is signed and the filter's verdict 0 or 1: linear.
+LOG_OFFSETS = {
+    "newest_loss": LOSS_THRESHOLD,
+    "newest_delay_above_min": 0.1,
+    "newest_delay_std": 0.1,
+}
+INPUT_SCALINGS = ("log", "linear")
+DEFAULT_INPUT_SCALING = "log"
 #: Share of the links kept from training to fit the calibration (besides the held-out share).
 DEFAULT_CALIBRATION_FRACTION = 0.15
 TARGET_DEFINITIONS = {
@@ -63,9 +76,12 @@ class TrainOptions:
     output: Path = Path("models/bundle")
     verbose: int | str = "auto"
     inputs: tuple[str, ...] = DEFAULT_INPUTS
+    input_scaling: str = DEFAULT_INPUT_SCALING
 
     def __post_init__(self) -> None:
         check_run(self.holdout_fraction, self.calibration_fraction, self.epochs)
+        if self.input_scaling not in INPUT_SCALINGS:
+            raise ValueError(f"input scaling must be one of {INPUT_SCALINGS}")
         if problem := feature_list_problem(self.inputs):
             raise ValueError(f"inputs: {problem}")
         if self.target not in TARGET_DEFINITIONS:
@@ -158,7 +174,7 @@ def train_network(
     options: TrainOptions, dataset: Dataset, split: LinkSplit
 ) -> tuple[keras.Sequential, MinMaxScaler, list[float], float]:
     """Scaler and network fitted on the training links only, the epoch losses and the seconds."""
-    scaler = fit_scaler(dataset, split, options.inputs)
+    scaler = fit_scaler(dataset, split, options.inputs, options.input_scaling)
     train = dataset.rows_of(split.train)
     model = build_network(len(options.inputs), options.network, options.seed)
     started = time.perf_counter()
@@ -168,12 +184,22 @@ def train_network(
 
 
 def fit_scaler(
-    dataset: Dataset, split: LinkSplit, inputs: tuple[str, ...] = DEFAULT_INPUTS
+    dataset: Dataset,
+    split: LinkSplit,
+    inputs: tuple[str, ...] = DEFAULT_INPUTS,
+    input_scaling: str = DEFAULT_INPUT_SCALING,
 ) -> MinMaxScaler:
     """Clipped min-max bounds of the `inputs` from the training links' rows only: held-out
     links stay unseen."""
     rows = dataset.rows_of(split.train).features[:, feature_columns(inputs)]
-    return MinMaxScaler.fit_clipped(rows, inputs)
+    return MinMaxScaler.fit_clipped(rows, inputs, log_offsets=log_offsets(inputs, input_scaling))
+
+
+def log_offsets(inputs: tuple[str, ...], input_scaling: str) -> dict[str, float]:
+    """The LOG_OFFSETS of those `inputs` read on a log scale (none with linear scaling)."""
+    if input_scaling == "linear":
+        return {}
+    return {name: LOG_OFFSETS[name] for name in inputs if name in LOG_OFFSETS}
 
 
 def _dataset_summary(dataset: Dataset, split: LinkSplit, seconds: float) -> str:
@@ -196,6 +222,7 @@ def build_card(
         target=options.target,
         seed=options.seed,
         network=options.network,
+        input_scaling=options.input_scaling,
         epochs=options.epochs,
         training_data=_data_card(options, dataset, split),
         losses=losses,
@@ -209,6 +236,7 @@ def card_fields(
     target: str,
     seed: int,
     network: NetworkConfig,
+    input_scaling: str,
     epochs: int,
     training_data: dict[str, Any],
     losses: list[float],
@@ -235,6 +263,7 @@ def card_fields(
             "learning_rate": network.learning_rate,
             "loss": "mse",
             "batch_size": BATCH_SIZE,
+            "input_scaling": input_scaling,
         },
         "epochs": epochs,
         "final_training_loss": losses[-1],
@@ -293,4 +322,5 @@ def options_from_card(card: dict[str, Any], output: Path, verbose: int | str = 0
         output=output,
         verbose=verbose,
         inputs=tuple(card["feature_names"]),
+        input_scaling=architecture.get("input_scaling", "linear"),  # linear before the key
     )

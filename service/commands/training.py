@@ -93,6 +93,13 @@ def add_train_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="the network's inputs: newest-minute (the newest minute's five features, default), "
         "all (netTel's 45 smoothed-history features too) or comma-separated feature names",
     )
+    train.add_argument(
+        "--input-scaling",
+        choices=("log", "linear"),
+        default="log",
+        help="log (default): the newest loss and delays are read as log10(x + offset) before "
+        "their clipped min-max bounds (docs/model.md, section 4); linear: as bundles before",
+    )
     train.add_argument("--epochs", type=int, default=None, help="training epochs (default 30)")
     train.add_argument(
         "--target",
@@ -330,6 +337,7 @@ def run_train(args: argparse.Namespace) -> int:
             output=args.output,
             verbose=2 if args.quiet else "auto",
             inputs=args.inputs or DEFAULT_INPUTS,
+            input_scaling=args.input_scaling,
         )
         earlier = _earlier(args.earlier_bundle)
         result = train_bundle(options, earlier=earlier)

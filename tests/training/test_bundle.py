@@ -78,6 +78,45 @@ def test_round_trip_serves_what_keras_computes(
     np.testing.assert_allclose(bundle.predict(rows), keras_output, atol=1e-5, rtol=0)
 
 
+def test_a_log_scaled_bundle_serves_what_training_computes(
+    tmp_path: Path, rows: np.ndarray
+) -> None:
+    """The serving path (scaler.json read back, numpy network) scales each row exactly as the
+    training run's scaler did, and predicts what Keras does on those inputs."""
+    network = pytest.importorskip("training.network")
+    names = FEATURE_NAMES[-5:]
+    offsets = {"newest_loss": 1e-4, "newest_delay_above_min": 0.1}
+    inputs = rows[:, -5:] / 100  # losses and delays from 0 up to 0.5
+    scaler = MinMaxScaler.fit_clipped(inputs[:400], names, log_offsets=offsets)
+    model = network.build_network(5, network.NetworkConfig(widths=(8, 4)), 0)
+    network.fit_network(model, scaler.transform(inputs[:400]), inputs[:400, 3], 1, verbose=0)
+    served = load_bundle(save_bundle(tmp_path / "log", model, scaler, CARD), FEATURE_NAMES)
+    assert served.scaler.log_offsets == offsets
+    trained_inputs = scaler.transform(inputs)
+    np.testing.assert_array_equal(served.scaler.transform(inputs), trained_inputs)
+    keras_output = np.clip(network.predict_network(model, trained_inputs), 0.0, 1.0)
+    served_rows = np.zeros_like(rows)
+    served_rows[:, -5:] = inputs
+    np.testing.assert_allclose(served.predict(served_rows), keras_output, atol=1e-5, rtol=0)
+
+
+def test_a_scaler_file_from_before_transforms_loads_linear(saved_dir: Path) -> None:
+    document = json.loads((saved_dir / SCALER_FILE).read_text())
+    assert "transforms" not in document  # fitted without log offsets: the file bundles had
+    assert load_bundle(saved_dir, FEATURE_NAMES).scaler.log_offsets == {}
+
+
+def test_a_bundle_with_a_transform_this_version_does_not_know_is_refused(
+    bundle_dir: Path,
+) -> None:
+    edit_json(
+        bundle_dir / SCALER_FILE,
+        lambda scaler: scaler.update(transforms={"newest_loss": {"kind": "asinh", "offset": 1}}),
+    )
+    with pytest.raises(ModelBundleError, match="unknown transform 'asinh' of newest_loss"):
+        load_bundle(bundle_dir, FEATURE_NAMES)
+
+
 def test_card_records_identity_digest_and_features(saved_dir: Path) -> None:
     card = json.loads((saved_dir / CARD_FILE).read_text())
     assert card["sha256"] == file_sha256(saved_dir / MODEL_FILE)
@@ -175,6 +214,11 @@ def test_the_shipped_bundle_loads_is_small_and_says_it_is_simulated(bundle_dir: 
     assert bundle.card["training_data"]["kind"] == "simulated"
     assert "SIMULATED" in bundle.card["training_data"]["note"]
     assert bundle.calibration is not None
+    assert set(bundle.scaler.log_offsets) == {
+        "newest_loss",
+        "newest_delay_above_min",
+        "newest_delay_std",
+    }
     metrics = bundle.card["evaluation"]["metrics"]
     assert metrics["model"]["mse"] <= 0.019
     families = bundle.card["evaluation"]["families"]

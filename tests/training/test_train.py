@@ -22,9 +22,12 @@ from training.dataset import DataSource, build_simulated_dataset, split_links  #
 from training.network import NetworkConfig, build_network, fit_network, predict_network  # noqa: E402
 from training.train import (  # noqa: E402
     DEFAULT_INPUTS,
+    LOG_OFFSETS,
     TrainOptions,
     TrainResult,
     fit_scaler,
+    log_offsets,
+    options_from_card,
     train_bundle,
 )
 
@@ -62,10 +65,27 @@ def test_the_scaler_sees_training_links_only() -> None:
     dataset.features[held_out] = 1e9  # a held-out row that leaked would move the maximum
     assert fit_scaler(dataset, split).maximum.tolist() == scaler.maximum.tolist()
     columns = [FEATURE_NAMES.index(name) for name in DEFAULT_INPUTS]
-    expected = MinMaxScaler.fit_clipped(dataset.features[~held_out][:, columns], DEFAULT_INPUTS)
+    offsets = log_offsets(DEFAULT_INPUTS, "log")
+    training_rows = dataset.features[~held_out][:, columns]
+    expected = MinMaxScaler.fit_clipped(training_rows, DEFAULT_INPUTS, log_offsets=offsets)
     np.testing.assert_array_equal(scaler.minimum, expected.minimum)
     assert scaler.clip
-    assert scaler.maximum.max() < 1e9
+    assert scaler.maximum.max() < 9  # log10(1e9) of a leaked delay
+    linear = fit_scaler(dataset, split, DEFAULT_INPUTS, "linear")
+    assert linear.log_offsets == {} and linear.maximum.max() < 1e9
+
+
+def test_the_loss_and_delays_are_read_on_a_log_scale_by_default() -> None:
+    assert log_offsets(DEFAULT_INPUTS, "log") == {
+        "newest_delay_above_min": 0.1,
+        "newest_delay_std": 0.1,
+        "newest_loss": 1e-4,
+    }
+    assert log_offsets(("newest_loss", "delay_gradient"), "log") == {"newest_loss": 1e-4}
+    assert log_offsets(DEFAULT_INPUTS, "linear") == {}
+    assert set(LOG_OFFSETS) <= set(DEFAULT_INPUTS)
+    with pytest.raises(ValueError, match="input scaling"):
+        TrainOptions(input_scaling="sqrt")
 
 
 def test_the_bundle_loads_and_its_card_describes_the_run(result: TrainResult) -> None:
@@ -77,6 +97,11 @@ def test_the_bundle_loads_and_its_card_describes_the_run(result: TrainResult) ->
     assert card["target"]["name"] == "nettel" and card["target"]["decision_threshold"] == 0.5
     assert card["architecture"]["widths"] == [16, 8, 4] and card["architecture"]["dropout"] == 0.1
     assert card["epochs"] == 2 and card["training_seconds"] >= 0
+    assert card["architecture"]["input_scaling"] == "log"
+    assert bundle.scaler.log_offsets == log_offsets(DEFAULT_INPUTS, "log")
+    assert options_from_card(card, Path("x")).input_scaling == "log"
+    del card["architecture"]["input_scaling"]  # a card from before: trained on linear scaling
+    assert options_from_card(card, Path("x")).input_scaling == "linear"
 
 
 def test_the_card_says_the_data_was_simulated_and_names_the_held_out_links(
@@ -129,6 +154,8 @@ def test_train_command_options() -> None:
 
 def test_train_inputs_are_presets_or_feature_names() -> None:
     assert parse("train").inputs is None  # TrainOptions' default: DEFAULT_INPUTS
+    assert parse("train").input_scaling == TrainOptions().input_scaling == "log"
+    assert parse("train", "--input-scaling", "linear").input_scaling == "linear"
     assert parse("train", "--inputs", "all").inputs == FEATURE_NAMES
     assert parse("train", "--inputs", "newest-minute").inputs == DEFAULT_INPUTS
     chosen = parse("train", "--inputs", "newest_loss, delay_gradient").inputs
