@@ -24,7 +24,9 @@ group, run by default, is the first eight):
     spark_dataset(_archive)  `nettel dataset` with Spark vs in memory (needs the spark extra)
 
 Results are merged into `<output>/report.json` (a partial run replaces only its own sections)
-and rendered as tables into `docs/performance.md`. Every comparison is a ratio of two figures
-measured in the same run. Shared helpers are in `benchmarks.support`; some of them (the bare
-consumer, the paced producer, the memory probe) run as processes of their own with `-m`.
+and rendered as tables into `docs/performance.md`, which carries the report too (in HTML
+comments), so that a checkout without report.json merges into the page's sections instead. Every
+comparison is a ratio of two figures measured in the same run. Shared helpers are in
+`benchmarks.support`; some of them (the bare consumer, the paced producer, the memory probe) run
+as processes of their own with `-m`.
 """

@@ -2,7 +2,8 @@
 
 `main(argv)` is the entry point (a `nettel bench` command can call it as is). Exit status: 0 when
 every selected measurement ran or was skipped for a missing prerequisite (targets missed still
-count as ran), 1 when one failed, 2 on bad arguments.
+count as ran), 1 when one failed, 2 on bad arguments or a docs page that a partial run cannot
+merge into (nothing is measured then).
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ from benchmarks.measurements import (
 from benchmarks.report import (
     MeasurementResult,
     Outcomes,
+    UnreadablePage,
     build_report,
     format_value,
     merge_reports,
+    read_page,
     render_markdown,
     write_json,
 )
@@ -117,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="nettel's performance suite. Without --only it runs the core group (about "
         "ten minutes on two cores); `--only all` runs every measurement (over an hour: "
         "spark_dataset_archive alone takes ~20 minutes and ~14 GB). Results are merged into the "
-        "output's report.json, so a partial run replaces only its own sections.",
+        "output's report.json, or when there is none into the report the docs page carries, so "
+        "a partial run replaces only its own sections.",
         allow_abbrev=False,
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
@@ -136,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fresh",
         action="store_true",
-        help="start a new report.json instead of merging into the output's",
+        help="start a new report instead of merging into the output's report.json or the "
+        "docs page's",
     )
     parser.add_argument(
         "--docs",
@@ -190,6 +195,16 @@ def ensure_wrk() -> bool:
 
 
 def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None, *, merge: bool) -> int:
+    json_path = ctx.output / "report.json"
+    try:
+        earlier = _earlier_report(json_path, docs) if merge else None
+    except UnreadablePage as unreadable:
+        print(
+            f"benchmarks: {docs} cannot be read back: {unreadable}. A partial run would lose its "
+            "other sections; --fresh overwrites it.",
+            file=sys.stderr,
+        )
+        return 2
     environment = describe_environment(ctx.load_generator, model_description())
     environment["reference_start"] = reference_seconds()
     results: list[MeasurementResult] = []
@@ -210,15 +225,36 @@ def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None, *, mer
     report = build_report(
         environment, results, outcomes, quick=ctx.quick, duration_seconds=duration
     )
-    json_path = ctx.output / "report.json"
-    if merge and json_path.exists():
-        report = merge_reports(json.loads(json_path.read_text()), report, list(MEASUREMENTS))
+    if earlier is not None:
+        report = merge_reports(earlier, report, list(MEASUREMENTS))
+        _warn_kept_as_text(report)
     write_json(report, json_path)
     if docs is not None:
         docs.parent.mkdir(parents=True, exist_ok=True)
         docs.write_text(render_markdown(report))
     _print_summary(report, selected, json_path, docs)
     return 1 if outcomes.errors else 0
+
+
+def _earlier_report(json_path: Path, docs: Path | None) -> dict | None:
+    """What this run merges into: the output's report.json, else the report read back from the
+    docs page it will overwrite (a fresh checkout has no report.json)."""
+    if json_path.exists():
+        return json.loads(json_path.read_text())
+    if docs is not None and docs.exists():
+        return read_page(docs.read_text())
+    return None
+
+
+def _warn_kept_as_text(report: dict) -> None:
+    """Name the sections kept as text (`read_page`), once per run."""
+    as_text = [name for name, m in report["measurements"].items() if "kept_text" in m]
+    if as_text:
+        print(
+            f"benchmarks: no data for {', '.join(as_text)} (rendered before the page carried "
+            "it): their sections and summary rows are kept as text until they are measured again",
+            file=sys.stderr,
+        )
 
 
 def _run_one(ctx: SuiteContext, module: ModuleType) -> MeasurementResult | Unavailable | str:
