@@ -23,9 +23,9 @@ group, run by default, is the first eight):
     served_calibration       served vs evaluated congestion probability
     spark_dataset(_archive)  `nettel dataset` with Spark vs in memory (needs the spark extra)
 
-Results are merged into `<output>/report.json` (a partial run replaces only its own sections)
-and rendered as tables into `docs/performance.md`, which carries the report too (in HTML
-comments), so that a checkout without report.json merges into the page's sections instead. Every
+Results are merged into the report `docs/performance.md` carries (in HTML comments; a partial
+run replaces only its own sections), or into `<output>/report.json` with `--docs none`, and
+rendered as tables into the page; the merged report is also written to report.json. Every
 comparison is a ratio of two figures measured in the same run. Shared helpers are in
 `benchmarks.support`; some of them (the bare consumer, the paced producer, the memory probe) run
 as processes of their own with `-m`.

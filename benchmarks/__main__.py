@@ -120,8 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="nettel's performance suite. Without --only it runs the core group (about "
         "ten minutes on two cores); `--only all` runs every measurement (over an hour: "
         "spark_dataset_archive alone takes ~20 minutes and ~14 GB). Results are merged into the "
-        "output's report.json, or when there is none into the report the docs page carries, so "
-        "a partial run replaces only its own sections.",
+        "report the docs page carries (or, with --docs none, the output's report.json), so a "
+        "partial run replaces only its own sections.",
         allow_abbrev=False,
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
@@ -140,8 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fresh",
         action="store_true",
-        help="start a new report instead of merging into the output's report.json or the "
-        "docs page's",
+        help="start a new report instead of merging into the docs page's (or report.json's)",
     )
     parser.add_argument(
         "--docs",
@@ -237,12 +236,12 @@ def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None, *, mer
 
 
 def _earlier_report(json_path: Path, docs: Path | None) -> dict | None:
-    """What this run merges into: the output's report.json, else the report read back from the
-    docs page it will overwrite (a fresh checkout has no report.json)."""
-    if json_path.exists():
-        return json.loads(json_path.read_text())
+    """What this run merges into: the docs page it will overwrite (committed, so never older than
+    a report.json left in out/ before a pull), else the output's report.json."""
     if docs is not None and docs.exists():
         return read_page(docs.read_text())
+    if json_path.exists():
+        return json.loads(json_path.read_text())
     return None
 
 
