@@ -308,8 +308,9 @@ class Settings(BaseSettings):
         1_000,
         ge=1,
         le=10_000_000,
-        description="new links one producer (a message's source host) may add a minute; "
-        "beyond, refused as new_link_rate until the minute has passed",
+        description="new links one producer (a bus message's source host, or the HTTP client "
+        "posting pScheduler runs) may add a minute; beyond, refused as new_link_rate until the "
+        "minute has passed",
     )
     http_max_header_bytes: int = Field(
         64 << 10,
