@@ -20,6 +20,7 @@ from pathlib import Path
 from service.commands.costmatrix import add_costmatrix_command
 from service.commands.dataset import add_dataset_command
 from service.commands.rucio_sync import add_rucio_sync_command
+from service.commands.setting_flags import add_setting_flags, given_settings
 from service.commands.training import (
     add_evaluate_command,
     add_simulate_capture_options,
@@ -90,26 +91,10 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="consume perfSONAR from the broker and serve /costmatrix and /metrics",
         description="Every option can also be set with the NETTEL_<OPTION> environment variable.",
     )
-    _add_setting_flags(
+    add_setting_flags(
         serve, [name for name in Settings.model_fields if name not in ENV_ONLY_SETTINGS]
     )
     serve.set_defaults(run=_run_serve)
-
-
-def _add_setting_flags(command: argparse.ArgumentParser, names: Sequence[str]) -> None:
-    """A `--name` flag for each setting in `names`, left None unless given."""
-    for name in names:
-        field = Settings.model_fields[name]
-        switch = field.annotation is bool  # `--broker-tls` alone means true; a value still works
-        command.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            default=None,
-            nargs="?" if switch else None,
-            const="true" if switch else None,
-            metavar="true|false" if switch else None,
-            help=f"{field.description or name} [env NETTEL_{name.upper()}]",
-        )
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -120,8 +105,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     from service.publish.lifespan import service_lifespan
     from service.runtime import build_runtime
 
-    overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
-    settings = load_settings(**overrides)
+    settings = load_settings(**given_settings(args, Settings))
     listener = bind_listener(*settings.listen)  # before anything connects to a broker
     configure_logging(settings.log_level)
     log = logging.getLogger("nettel")
@@ -148,7 +132,7 @@ def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "status 1 when an archive request failed or the bound expired. Run it while no "
         "`nettel serve` uses the directory.",
     )
-    _add_setting_flags(backfill, BACKFILL_COMMAND_SETTINGS)
+    add_setting_flags(backfill, BACKFILL_COMMAND_SETTINGS)
     backfill.set_defaults(run=_run_backfill)
 
 

@@ -1,4 +1,9 @@
-"""Settings: the one reader of `NETTEL_*` environment variables; CLI flags override them."""
+"""Settings: the one reader of `NETTEL_*` environment variables; CLI flags override them.
+
+`Settings` is `nettel serve`'s; another command's settings class (`nettel rucio-sync`:
+`service.rucio.settings`) is a BaseSettings of its own prefix, loaded and named the same way
+(`load_settings_of`, `setting_name`).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ import ipaddress
 import re
 import socket
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -302,8 +308,9 @@ class Settings(BaseSettings):
         1_000,
         ge=1,
         le=10_000_000,
-        description="new links one producer (a message's source host) may add a minute; "
-        "beyond, refused as new_link_rate until the minute has passed",
+        description="new links one producer (a bus message's source host, or the HTTP client "
+        "posting pScheduler runs) may add a minute; beyond, refused as new_link_rate until the "
+        "minute has passed",
     )
     http_max_header_bytes: int = Field(
         64 << 10,
@@ -605,28 +612,45 @@ def _secret(value: SecretStr | None, path: Path | None) -> str | None:
     return value.get_secret_value() if value else None
 
 
-def setting_name(name: str) -> str:
+def environment_variable(name: str, kind: type[BaseSettings] = Settings) -> str:
+    """The environment variable of the setting `name` of the settings class `kind`.
+
+    >>> environment_variable("retire_after")
+    'NETTEL_RETIRE_AFTER'
+    """
+    return f"{kind.model_config.get('env_prefix', '')}{name}".upper()
+
+
+def setting_name(name: str, kind: type[BaseSettings] = Settings) -> str:
     """How an operator gives the setting `name`: its flag and its environment variable.
 
     >>> setting_name("retire_after"), setting_name("admin_token")
     ('--retire-after / NETTEL_RETIRE_AFTER', 'NETTEL_ADMIN_TOKEN')
     """
-    variable = f"NETTEL_{name.upper()}"
+    variable = environment_variable(name, kind)
     return variable if name in ENV_ONLY_SETTINGS else f"--{name.replace('_', '-')} / {variable}"
 
 
+AnySettings = TypeVar("AnySettings", bound=BaseSettings)
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment with `overrides` (CLI flags) on top; ConfigError if invalid,
-    each problem named by the flag and environment variable that set it."""
+    """`nettel serve`'s settings: `load_settings_of(Settings, overrides)`."""
+    return load_settings_of(Settings, overrides)
+
+
+def load_settings_of(kind: type[AnySettings], overrides: Mapping[str, Any]) -> AnySettings:
+    """`kind` from the environment with `overrides` (CLI flags, None: not given) on top;
+    ConfigError if invalid, each problem named by the flag and environment variable that set it."""
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return kind(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
-        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
+        problems = "; ".join(_problem(kind, e["loc"], e["msg"]) for e in error.errors())
         raise ConfigError(f"invalid settings: {problems}") from None
 
 
-def _problem(location: tuple[int | str, ...], message: str) -> str:
+def _problem(kind: type[BaseSettings], location: tuple[int | str, ...], message: str) -> str:
     message = message.removeprefix("Value error, ")
-    if location and location[0] in Settings.model_fields:
-        return f"{setting_name(str(location[0]))}: {message}"
+    if location and location[0] in kind.model_fields:
+        return f"{setting_name(str(location[0]), kind)}: {message}"
     return message

@@ -4,9 +4,7 @@ replicas are SIGKILLed, on ActiveMQ (this name) or RabbitMQ (`ha_failover_rabbit
 from __future__ import annotations
 
 import contextlib
-import random
 import statistics
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ from benchmarks.support.corpus import build_marker_message
 from devtools.broker_process import BrokerProcess
 from devtools.haproxy import HAProxyProcess
 from devtools.http_load import HttpLoad
+from devtools.minute_feed import MinuteFeed
 from devtools.rabbitmq import RabbitMQProcess
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 
@@ -68,42 +67,11 @@ class TelemetryArrivals(stomp.ConnectionListener):
         self._connection.disconnect()
 
 
-class MinuteFeed:
-    """Each link's loss datapoint of the current minute, links spread over the minute."""
-
-    def __init__(self, brokers: str, links: int) -> None:
-        host, port = brokers.rsplit(":", 1)
-        self._connection = stomp.Connection12([(host, int(port))], vhost="/")
-        self._connection.connect(wait=True)
-        self._links = links
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> MinuteFeed:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self._connection.disconnect()
-
-    def _run(self) -> None:
-        rng = random.Random(7)
-        sent: dict[int, int] = {}  # link -> last minute sent
-        while not self._stop.wait(0.25):
-            now = time.time()
-            minute = int(now // 60 * 60)
-            due = int((now - minute) / 60 * self._links) + 1  # links whose turn has come
-            for link in range(due):
-                if sent.get(link) != minute:
-                    sent[link] = minute
-                    self._send(link, minute, rng.choice((0.0, 0.0, 0.02)))
-
-    def _send(self, link: int, minute: int, loss: float) -> None:
-        source = f"10.70.{link // 250}.{link % 250 + 1}"
-        message = build_marker_message(source, "10.71.0.1", minute - 60, loss)
-        self._connection.send(message.destination, message.body, headers=message.headers)
+def marker_message(source: str, minute: int, loss: float) -> tuple[str, bytes, dict[str, str]]:
+    """A link's loss datapoint of the minute before `minute` (as perfSONAR sends a minute's
+    result once it has ended)."""
+    message = build_marker_message(source, "10.71.0.1", minute - 60, loss)
+    return message.destination, message.body, message.headers
 
 
 def role(replica: ServiceProcess) -> str | None:
@@ -180,7 +148,8 @@ def _failover_rounds(ctx: SuiteContext, flavour: str) -> tuple[list[dict[str, fl
         if isinstance(broker, RabbitMQProcess):
             time.sleep(1.0)  # the node finishes importing the queue's definition
         arrivals = TelemetryArrivals(broker.brokers)
-        feed = MinuteFeed(broker.brokers, sizes.ha_links).start()
+        sources = [f"10.70.{link // 250}.{link % 250 + 1}" for link in range(sizes.ha_links)]
+        feed = MinuteFeed(broker.brokers, sources, marker_message).start()
         replicas: dict[str, ServiceProcess] = {}
 
         def launch(name: str, port: int | None = None) -> ServiceProcess:

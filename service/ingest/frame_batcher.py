@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from service.broker.ack_token import AckToken
-from service.ingest.pipeline import Frame
+from service.ingest.pipeline import Frame, PostedBy
 from service.lifecycle import BackgroundLoop
 
 _STOP = object()
@@ -94,13 +94,13 @@ class FrameBatcher:
         if not self._arrived.is_set():
             self._arrived.set()
 
-    def offer(self, destination: str, body: bytes, max_bytes: int) -> bool:
-        """Queue a frame unless `max_queued` frames wait or the bodies would pass `max_bytes`;
-        never blocks (for an HTTP event loop). The frame has nothing to acknowledge."""
+    def offer(self, destination: str, body: bytes, max_bytes: int, client: str) -> bool:
+        """Queue a frame `client` posted unless `max_queued` frames wait or the bodies would pass
+        `max_bytes`; never blocks (for an HTTP event loop). The frame has nothing to acknowledge."""
         if len(self._frames) >= self._max_queued or self.queued_bytes() + len(body) > max_bytes:
             return False
         self._bytes_offered += len(body)
-        self._frames.append((destination, body, None))
+        self._frames.append((destination, body, PostedBy(client)))
         if not self._arrived.is_set():
             self._arrived.set()
         return True

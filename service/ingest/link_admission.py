@@ -1,10 +1,13 @@
 """Which new links the state takes: at most `max_links` in all, and at most `per_minute` new
 ones a minute from each producer.
 
-A producer is the end that measured, as the message names it: the bus's `input_source` (else
-the source address), a pScheduler run's source host. Messages for links the state has already
-are never refused here; a refused link's datapoints are counted (`link_limit`,
-`new_link_rate`) and dropped, and its next message tries again. Retirement frees rows.
+A producer is the end that measured, as the message names it (the bus's `input_source`, else
+the source address), except for pScheduler runs posted over HTTP: their producer is the HTTP
+client (the connection's peer, or X-Forwarded-For from a `--trusted-proxies` address), so one
+client cannot add links beyond its budget by naming other source hosts. Messages for links the
+state has already are never refused here; a refused link's datapoints are counted
+(`link_limit`, `new_link_rate`) and dropped, and its next message tries again. Retirement frees
+rows.
 An archive's history (`--backfill-from`) and a journal's replay at start (`replaying`) were
 admitted or configured before: only the cap applies to them.
 """
@@ -35,6 +38,7 @@ class LinkAdmission:
     >>> admission(link, 3)  # a minute later the producer may add again, but the state is full
     <RejectReason.LINK_LIMIT: 'link_limit'>
     >>> admission(link, 2, history=True)  # an archive's links: the cap only
+    >>> admission(link, 2, producer="198.51.100.7")  # an HTTP client's budget of its own
 
     """
 
@@ -49,12 +53,19 @@ class LinkAdmission:
         self._replaying = False
 
     def __call__(
-        self, link: LinkEndpoints | NamedEndpoints, links: int, history: bool = False
+        self,
+        link: LinkEndpoints | NamedEndpoints,
+        links: int,
+        history: bool = False,
+        producer: str | None = None,
     ) -> RejectReason | None:
-        """Why the state, holding `links` links, refuses the new `link` (None: it takes it)."""
+        """Why the state, holding `links` links, refuses the new `link` (None: it takes it);
+        `producer`: who sent it when not its source host (an HTTP client)."""
         if links >= self.max_links:
             return RejectReason.LINK_LIMIT
-        if history or self._replaying or not self._producers.admit(producer_of(link)):
+        if history or self._replaying:
+            return None
+        if not self._producers.admit(producer or producer_of(link)):
             return None
         return RejectReason.NEW_LINK_RATE
 

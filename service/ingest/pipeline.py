@@ -4,7 +4,9 @@ Parsing (`parse_frames`) needs no lock and may run on another thread than applyi
 (`apply_parsed`), so the frame batcher overlaps the parse of one batch with the apply of the last.
 Frames of PSCHEDULER_DESTINATION carry pScheduler run records (POST/PUT /ingest/pscheduler):
 they take the same path, journal included, with the run parser beside the bus parser; a run
-posted again (an archiver's retry of the same run) is applied once.
+posted again (an archiver's retry of the same run) is applied once. Such a frame carries the
+HTTP client that posted it (`PostedBy`) where a bus frame carries its ack token: the run's new
+links are charged to that client (`service.ingest.link_admission`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,16 @@ from service.parse.pscheduler import ParsedRun, RunOutcome, RunResult, parse_run
 from service.parse.records import MeasurementKind, NamedEndpoints, ParsedMessage
 from service.state.link_state import ApplyOutcome, LinkState
 
-Frame = tuple[str, bytes | str, AckToken | None]
+
+@dataclass(frozen=True, slots=True)
+class PostedBy:
+    """The HTTP client (address) that posted a frame's run; such a frame has nothing to ack."""
+
+    client: str
+
+
+#: (destination, body, what came with it: a bus frame's ack token, an HTTP run's client or None)
+Frame = tuple[str, bytes | str, AckToken | PostedBy | None]
 Parser = Callable[[ParseInput], list[ParseResult]]
 #: Where a frame holding one pScheduler run record comes from (and its label in the metrics).
 PSCHEDULER_DESTINATION = "/ingest/pscheduler"
@@ -102,7 +113,7 @@ class IngestPipeline:
         """Route by topic and parse; touches no state, so it needs no lock."""
         kinds = [self._topics.get(destination) for destination, _, _ in frames]
         known = [(kind, frame[1]) for kind, frame in zip(kinds, frames, strict=True) if kind]
-        runs = [body for destination, body, _ in frames if destination == PSCHEDULER_DESTINATION]
+        runs = [(body, sender) for to, body, sender in frames if to == PSCHEDULER_DESTINATION]
         return ParsedFrames(frames, kinds, self._parse(known), self._parse_runs(runs))
 
     def apply_parsed(self, parsed: ParsedFrames) -> int:
@@ -124,10 +135,14 @@ class IngestPipeline:
         with self._counters_lock:
             self._reject(reason, detail, destination, client)
 
-    def _parse_runs(self, bodies: list[bytes | str]) -> list[RunResult]:
-        runs = parse_runs(bodies, self._limits)
-        if self._resolve is not None:
-            for run in runs:
+    def _parse_runs(
+        self, posted: list[tuple[bytes | str, AckToken | PostedBy | None]]
+    ) -> list[RunResult]:
+        runs = parse_runs([body for body, _ in posted], self._limits)
+        for run, (_, sender) in zip(runs, posted, strict=True):
+            if isinstance(sender, PostedBy):
+                _charge_to(run, sender.client)
+            if self._resolve is not None:
                 _resolve_names(run, self._resolve)
         return runs
 
@@ -180,7 +195,7 @@ class IngestPipeline:
         if outcome.rejected:
             details = dict(result.rejected) | outcome.details
             for reason in outcome.rejected:
-                self._reject(reason, details.get(reason, ""), destination)
+                self._reject(reason, details.get(reason, ""), destination, result.producer)
         for conflict in outcome.conflicts:
             self._reject(RejectReason.IDENTITY_CONFLICT, conflict, destination)
         return outcome.applied
@@ -205,6 +220,13 @@ def _messages(item: _Screened) -> list[ParsedMessage]:
     if isinstance(item, ParsedMessage):
         return [item]
     return list(item) if isinstance(item, tuple) else []
+
+
+def _charge_to(run: RunResult, client: str) -> None:
+    """Make the HTTP client that posted `run` the producer of its messages (new-link budget)."""
+    if isinstance(run, ParsedRun) and isinstance(run.measured, tuple):
+        for message in run.measured:
+            message.producer = client
 
 
 def _resolve_names(run: RunResult, resolve: Callable[[NamedEndpoints], NamedEndpoints]) -> None:

@@ -4,11 +4,12 @@ The endpoint only decides whether to take a run in: the token (bearer, or HTTP B
 token as password), the client's rate, the body's size, room in the ingest queue, then whether
 the body is a run record at all (400: not JSON, not an object, no `test`, `run` or `result`)
 and the delay histogram's buckets (413), in that order. A run taken in is queued as a frame of
-PSCHEDULER_DESTINATION and answered 202 at once; the frame batcher parses and applies it with
-the bus messages, so what becomes of a run record (applied, duplicate, failed, ignored,
-refused) shows in the metrics, not in the response. Refusals are counted in
-`nettel_rejected_total` like refused messages; 429 and 503 carry `Retry-After`, 400 and 413 do
-not (the same run would be refused again).
+PSCHEDULER_DESTINATION with the client's address (the new links it brings are charged to that
+client) and answered 202 at once; the frame batcher parses and applies it with the bus messages,
+so what becomes of a run record (applied, duplicate, failed, ignored, refused) shows in the
+metrics, not in the response. Refusals are counted in `nettel_rejected_total` like refused
+messages; 429 and 503 carry `Retry-After`, 400 and 413 do not (the same run would be refused
+again).
 
 It is an ASGI middleware in front of the FastAPI app rather than a route of it: a toolkit mesh
 posts thousands of runs a second, and FastAPI's routing, dependencies and response handling
@@ -87,7 +88,7 @@ class PschedulerIntake:
         if refusal is not None:
             status = 413 if refusal.reason is RejectReason.TOO_LARGE else 400
             return self._refusal(status, refusal.reason, refusal.detail, client)
-        if not self.batcher.offer(PSCHEDULER_DESTINATION, body, self.max_queued_bytes):
+        if not self.batcher.offer(PSCHEDULER_DESTINATION, body, self.max_queued_bytes, client):
             return self._queue_full(client)
         return QUEUED
 

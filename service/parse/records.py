@@ -51,6 +51,9 @@ class ParsedMessage:
     delays: list[tuple[int, HistogramStats]] = field(default_factory=list)
     losses: list[tuple[int, float]] = field(default_factory=list)
     rejected: list[tuple[RejectReason, str]] = field(default_factory=list)
+    #: Who sent it where that is not the link's source host: the HTTP client that posted a
+    #: pScheduler run (its new links are charged to that client's budget).
+    producer: str | None = None
 
     @property
     def accepted_count(self) -> int:

@@ -89,7 +89,7 @@ class Persistence:
         """Apply, journal, fsync, then acknowledge one parsed batch (the frame batcher's sink)."""
         self._pipeline.apply_parsed(parsed)
         journaled = self._journal_batch(parsed.frames)
-        tokens = [token for _, _, token in parsed.frames if token is not None]
+        tokens = [token for _, _, token in parsed.frames if isinstance(token, AckToken)]
         with self._ack_lock:
             if not journaled:
                 self._holding_acks = self._journal_failed_since_capture = True

@@ -29,9 +29,9 @@ from service.topology.topology import Topology
 #: so an NTP-synchronised toolkit's are never ahead; one stamped later would become its link's
 #: newest minute and hide the real one until the clock passes it.
 MAX_FUTURE_SECONDS = 10
-#: Why a new link is refused, given the link, how many the state holds and whether it comes
-#: from an archive's history (None: take it).
-Admission = Callable[[LinkEndpoints | NamedEndpoints, int, bool], RejectReason | None]
+#: Why a new link is refused, given the link, how many the state holds, whether it comes from an
+#: archive's history and who sent it when not its source host (None: take it).
+Admission = Callable[[LinkEndpoints | NamedEndpoints, int, bool, str | None], RejectReason | None]
 _Name = TypeVar("_Name", str, str | None)  # a link end's IP, host or site
 
 
@@ -164,7 +164,7 @@ class LinkState:
         row_of = np.full(len(messages), -1, dtype=np.int64)
         refusals: dict[int, RejectReason] = {}
         for number in np.unique(message_of[kept]).tolist():  # new links get rows in message order
-            row = self._row_for(messages[number].link, outcomes[number], history)
+            row = self._row_for(messages[number], outcomes[number], history)
             if isinstance(row, RejectReason):
                 refusals[number] = row
             else:
@@ -186,23 +186,23 @@ class LinkState:
         return outcomes
 
     def _row_for(
-        self, link: LinkEndpoints | NamedEndpoints, outcome: ApplyOutcome, history: bool
+        self, message: ParsedMessage, outcome: ApplyOutcome, history: bool
     ) -> int | RejectReason:
-        """The link's row, or why `admission` refuses it as a new link; a host name the index
-        refused is listed in `outcome` (its datapoints are stored all the same)."""
-        admission = self.admission
+        """The row of the message's link, or why `admission` refuses it as a new link; a host
+        name the index refused is listed in `outcome` (its datapoints are stored all the same)."""
+        admission, link, producer = self.admission, message.link, message.producer
         refusal: RejectReason | None = None
 
         def admit() -> bool:
             nonlocal refusal
-            refusal = admission(link, len(self.index), history) if admission else None
+            refusal = admission(link, len(self.index), history, producer) if admission else None
             return refusal is None
 
         row = self.index.row_for(link, admit)
         outcome.conflicts += self.index.take_conflicts()
         if row is None:
             reason = refusal or RejectReason.LINK_LIMIT
-            outcome.details[reason] = _refusal_detail(reason, link)
+            outcome.details[reason] = _refusal_detail(reason, link, producer)
             return reason
         return row
 
@@ -312,11 +312,14 @@ def window_reject_codes(timestamps: np.ndarray, now: float) -> np.ndarray:
     return np.where(timestamps > now + MAX_FUTURE_SECONDS, 1, np.where(too_old, 2, 0))
 
 
-def _refusal_detail(reason: RejectReason, link: LinkEndpoints | NamedEndpoints) -> str:
+def _refusal_detail(
+    reason: RejectReason, link: LinkEndpoints | NamedEndpoints, producer: str | None
+) -> str:
     ends = f"{link.source_host} -> {link.destination_host}"
     if reason is RejectReason.LINK_LIMIT:
         return f"new link {ends}: the state holds --max-links links"
-    return f"new link {ends}: its producer added --new-links-per-minute links this minute"
+    who = f"client {producer}" if producer else "its producer"
+    return f"new link {ends}: {who} added --new-links-per-minute links this minute"
 
 
 def _count_stored(

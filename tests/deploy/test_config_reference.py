@@ -1,5 +1,6 @@
-"""docs/configuration.md is exactly what scripts/gen_config_reference.py makes from Settings,
-documents every field, and names the flags the real `nettel serve` parser accepts."""
+"""docs/configuration.md is exactly what scripts/gen_config_reference.py makes from the settings
+classes, documents every field, and names the flags the real `nettel serve` and `nettel
+rucio-sync` parsers accept."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from pydantic_settings import BaseSettings
 
 from service.cli import ENV_ONLY_SETTINGS, build_parser
-from service.config import Settings
+from service.config import Settings, environment_variable
+from service.rucio.settings import RucioSyncSettings
 from tests.deploy.support import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "gen_config_reference.py"
@@ -28,10 +31,15 @@ def generator() -> ModuleType:
     return module
 
 
-def rows(text: str) -> dict[str, list[str]]:
-    """Setting name -> table cells, from the generated markdown."""
+#: Each command's settings class, as its section of the reference is headed.
+COMMANDS: dict[str, type[BaseSettings]] = {"serve": Settings, "rucio-sync": RucioSyncSettings}
+
+
+def rows(text: str, command: str) -> dict[str, list[str]]:
+    """Setting name -> table cells, from the generated markdown's section of `command`."""
+    section = text.split(f"## `nettel {command}`\n", 1)[1].split("\n## ", 1)[0]
     table = {}
-    for line in text.splitlines():
+    for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split(" | ")]
         if line.startswith("| `") and len(cells) == 7:
             table[cells[0].strip("`")] = cells
@@ -43,21 +51,30 @@ def test_committed_reference_is_current(generator: ModuleType) -> None:
     assert current == generator.render(), f"docs/configuration.md is stale: {REGENERATE}"
 
 
-def test_every_setting_is_documented_once() -> None:
-    table = rows(REFERENCE.read_text())
-    assert list(table) == list(Settings.model_fields), REGENERATE
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_setting_is_documented_once(command: str) -> None:
+    kind = COMMANDS[command]
+    table = rows(REFERENCE.read_text(), command)
+    assert list(table) == list(kind.model_fields), REGENERATE
     for name, cells in table.items():
-        assert cells[2] == f"`NETTEL_{name.upper()}`", name
+        assert cells[2] == f"`{environment_variable(name, kind)}`", name
         if name in ENV_ONLY_SETTINGS:
             assert cells[1].startswith("*env only*"), name
         else:
             assert cells[1] == f"`--{name.replace('_', '-')}`", name
 
 
-@pytest.mark.parametrize("name", sorted(set(Settings.model_fields) - ENV_ONLY_SETTINGS))
-def test_documented_flag_sets_the_setting(generator: ModuleType, name: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (command, name)
+        for command, kind in COMMANDS.items()
+        for name in sorted(set(kind.model_fields) - ENV_ONLY_SETTINGS)
+    ],
+)
+def test_documented_flag_sets_the_setting(generator: ModuleType, command: str, name: str) -> None:
     flag = generator.cli_flag(name)
-    args = build_parser().parse_args(["serve", flag, "value"])
+    args = build_parser().parse_args([command, flag, "value"])
     assert getattr(args, name) == "value", f"{flag} does not set {name}"
 
 
@@ -91,9 +108,15 @@ def test_check_mode(generator: ModuleType, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", sorted(n for n, f in Settings.model_fields.items() if f.annotation is bool)
+    ("command", "name"),
+    [
+        (command, name)
+        for command, kind in COMMANDS.items()
+        for name, field in kind.model_fields.items()
+        if field.annotation is bool
+    ],
 )
-def test_a_boolean_flag_alone_means_true(name: str) -> None:
+def test_a_boolean_flag_alone_means_true(command: str, name: str) -> None:
     flag = f"--{name.replace('_', '-')}"
-    assert getattr(build_parser().parse_args(["serve", flag]), name) == "true"
-    assert getattr(build_parser().parse_args(["serve", flag, "false"]), name) == "false"
+    assert getattr(build_parser().parse_args([command, flag]), name) == "true"
+    assert getattr(build_parser().parse_args([command, flag, "false"]), name) == "false"

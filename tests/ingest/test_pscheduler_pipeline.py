@@ -20,6 +20,7 @@ TOPICS = {DELAY_TOPIC: MeasurementKind.DELAY}
 NOW = BASE_TS + 150.0
 RUN_END = BASE_TS + 65  # its interval began at BASE_TS + 5: minute BASE_MINUTE
 RUN = PSCHEDULER_DESTINATION
+CLIENT = "192.0.2.200"  # the address that posted a run
 
 
 def make_pipeline(**kwargs) -> IngestPipeline:
@@ -115,12 +116,12 @@ def test_offer_never_blocks_and_refuses_beyond_frames_or_bytes() -> None:
         lambda frames: gate.wait(5) and frames, lambda frames: None, max_queued=3
     )
     body = run_body(RUN_END)
-    assert batcher.offer(RUN, body, max_bytes=2 * len(body))
-    assert batcher.offer(RUN, body, max_bytes=2 * len(body))
-    assert not batcher.offer(RUN, body, max_bytes=2 * len(body))  # bytes
+    assert batcher.offer(RUN, body, 2 * len(body), CLIENT)
+    assert batcher.offer(RUN, body, 2 * len(body), CLIENT)
+    assert not batcher.offer(RUN, body, 2 * len(body), CLIENT)  # bytes
     assert batcher.queued_bytes() == 2 * len(body)
-    assert batcher.offer(RUN, b"{}", max_bytes=10 * len(body))
-    assert not batcher.offer(RUN, b"{}", max_bytes=10 * len(body))  # frames
+    assert batcher.offer(RUN, b"{}", 10 * len(body), CLIENT)
+    assert not batcher.offer(RUN, b"{}", 10 * len(body), CLIENT)  # frames
     batcher.start()
     gate.set()
     batcher.stop()

@@ -11,7 +11,6 @@ single active consumer is reported by both replicas.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections import Counter
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from devtools.metrics_reader import metric_value
+from devtools.minute_feed import MinuteFeed
 from devtools.stomp_client import Message, StompClient
 from devtools.waiting import wait_for
 from tests.integration.wire import current_minute_ts
@@ -35,33 +35,8 @@ LEASE_ARGS = ("--ha-lease-interval", "0.5", "--ha-lease-timeout", "1.5")
 SERVE_ARGS = ("--interval", "0.5", "--freshness", "0.2", "--model", "none")
 
 
-class MinuteFeed:
-    """Every link gets the next minute (from 25 minutes ago) every MINUTE_SECONDS s."""
-
-    def __init__(self, brokers: str) -> None:
-        self._publisher = StompClient(brokers)
-        self._first = current_minute_ts(25)
-        self.minutes: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> MinuteFeed:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self._publisher.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            minute = self._first + 60 * len(self.minutes)
-            loss = 0.5 * (len(self.minutes) % 2)
-            for source in LINKS:
-                self._publisher.send(LOSS, loss_body({minute: loss}, source=source))
-            self.minutes.append(minute)
-            self._stop.wait(MINUTE_SECONDS)
+def loss_message(source: str, minute: int, loss: float) -> tuple[str, dict, dict[str, str]]:
+    return LOSS, loss_body({minute: loss}, source=source), {}
 
 
 def readiness_ha(url: str) -> dict:
@@ -115,7 +90,13 @@ def test_one_publisher_per_group_and_a_takeover_after_sigkill(stomp_broker, nett
         timeout=20,
         what="one leader and one standby",
     )
-    feed = MinuteFeed(stomp_broker.brokers).start()
+    feed = MinuteFeed(
+        stomp_broker.brokers,
+        LINKS,
+        loss_message,
+        period=MINUTE_SECONDS,
+        first_minute=current_minute_ts(25),
+    ).start()
     try:
         wait_for(
             lambda: len({minute for _, minute in counts(subscriber.messages)}) >= 4,

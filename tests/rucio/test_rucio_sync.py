@@ -7,6 +7,7 @@ its baseline when the link calms.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -30,12 +31,17 @@ pytestmark = pytest.mark.slow
 def rucio_sync(
     server: RucioServer, nettel: NettelCosts, state: Path, group: str, *flags: str
 ) -> int:
-    """`nettel rucio-sync --once` in this process (the root logger's handlers put back after)."""
-    args = ["rucio-sync", "--nettel-url", nettel.url, "--state-dir", str(state)]
+    """`nettel rucio-sync --once` in this process for the RSEs of `group`."""
+    args = ["--nettel-url", nettel.url, "--state-dir", str(state), "--rses", f"nettel_test={group}"]
+    return rucio_sync_command(*args, *flags)
+
+
+def rucio_sync_command(*flags: str) -> int:
+    """`nettel rucio-sync --once FLAGS` in this process (the root logger's handlers put back)."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
-        return main([*args, "--rses", f"nettel_test={group}", "--once", *flags])
+        return main(["rucio-sync", "--once", *flags])
     finally:
         root.handlers[:], root.level = handlers, level
 
@@ -199,6 +205,69 @@ def test_refused_writes_are_counted_every_pair_is_tried_and_nothing_is_lost(
     # with an admin account the next sync writes them, from the baselines recorded before
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "denied") == 0
     assert [distance(rucio_server, *pair[:2]) for pair in rows] == [12, 12, 12]
+
+
+def test_one_pair_rucio_cannot_store_fails_alone_retried_counted_and_logged(
+    rucio_server, nettel_costs, tmp_path
+):
+    """A distance past Rucio's 64-bit INTEGER column (an operator's baseline of 2**63 - 1, plus a
+    penalty) is refused by Rucio's database with a server error: that pair's write is retried,
+    then counted and logged, and the other pairs of the sync are written."""
+    rses = {"R8_A": "SITE-A", "R8_B": "SITE-B", "R8_C": "SITE-C"}
+    rows = [["R8_A", "R8_B", 2], ["R8_A", "R8_C", 2], ["R8_B", "R8_C", 2]]
+    rucio_setup(rucio_server, {"group": "onefails", "rses": rses, "distances": rows})
+    nettel_costs.set(
+        {("SITE-A", "SITE-B"): 1.0, ("SITE-A", "SITE-C"): 1.0, ("SITE-B", "SITE-C"): 1.0}
+    )
+    baselines = tmp_path / "baselines.yaml"
+    baselines.write_text(f"R8_A:\n  R8_B: {2**63 - 1}\n")
+    metrics = tmp_path / "metrics.prom"
+    state = tmp_path / "state"
+    state.mkdir()
+    command = [sys.executable, "-m", "service", "rucio-sync", "--nettel-url", nettel_costs.url]
+    command += ["--state-dir", str(state), "--rses", "nettel_test=onefails", "--once"]
+    command += ["--baselines", str(baselines), "--metrics-file", str(metrics)]
+    env = os.environ | {"RUCIO_CONFIG": str(rucio_server.config)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+
+    assert done.returncode == 1, done.stderr
+    assert [distance(rucio_server, *pair[:2]) for pair in rows] == [2, 12, 12]
+    assert "rucio: 1 distance write(s) failed, first R8_A -> R8_B" in done.stderr
+    (line,) = [json.loads(s) for s in done.stderr.splitlines() if '"message":"rucio sync"' in s]
+    assert (line["visited"], line["written"], line["errors"]) == (3, 2, 1)
+    assert line["requests"]["update_distance"] == 2 + 3  # the failing write tried three times
+    exported = metrics.read_text()
+    assert 'nettel_rucio_sync_errors_total{stage="rucio_write"} 1.0' in exported
+    assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 5.0' in exported
+    assert "nettel_rucio_sync_pairs_changed_total 2.0" in exported
+    assert 'nettel_rucio_sync_syncs_total{outcome="errors"} 1.0' in exported
+
+    # a storable baseline: the next sync writes the pair, the others stay as written
+    baselines.write_text("R8_A:\n  R8_B: 3\n")
+    assert (
+        rucio_sync(rucio_server, nettel_costs, state, "onefails", "--baselines", str(baselines))
+        == 0
+    )
+    assert [distance(rucio_server, *pair[:2]) for pair in rows] == [13, 12, 12]
+
+
+def test_settings_come_from_the_environment_and_flags_win(
+    rucio_server, nettel_costs, tmp_path, monkeypatch
+):
+    rses = {"R9_A": "SITE-A", "R9_B": "SITE-B"}
+    rucio_setup(
+        rucio_server, {"group": "environ", "rses": rses, "distances": [["R9_A", "R9_B", 2]]}
+    )
+    nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
+    monkeypatch.setenv("NETTEL_RUCIO_SYNC_NETTEL_URL", nettel_costs.url)
+    monkeypatch.setenv("NETTEL_RUCIO_SYNC_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("NETTEL_RUCIO_SYNC_RSES", "nettel_test=environ")
+    monkeypatch.setenv("NETTEL_RUCIO_SYNC_MAX_PENALTY", "20")
+    assert rucio_sync_command() == 0
+    assert distance(rucio_server, "R9_A", "R9_B") == 2 + 20
+    nettel_costs.set({("SITE-A", "SITE-B"): 0.6})
+    assert rucio_sync_command("--max-penalty", "5") == 0
+    assert distance(rucio_server, "R9_A", "R9_B") == 2 + 3  # ceil(5 * 0.4 / 0.8)
 
 
 def test_the_daemon_syncs_every_interval_serves_metrics_and_stops_on_sigterm(
