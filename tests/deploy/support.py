@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 from prometheus_client import Metric
 
+from service.rucio.settings import RucioSyncSettings
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = REPO_ROOT / "deploy" / "prometheus"
 ALERTS = PROMETHEUS_DIR / "alerts.yml"
@@ -199,8 +201,11 @@ def named_metrics() -> dict[str, set[str]]:
     note(readme_metric_names(README.read_text()), "README /metrics")
     for document in sorted(DOCS.glob("*.md")):
         note(docs_metric_names(document.read_text()), f"docs/{document.name}")
+    settings = set(RucioSyncSettings.model_fields)  # `nettel_url` in docs/configuration.md
     return {
-        name: places for name, places in where.items() if not name.startswith(RUCIO_SYNC_PREFIX)
+        name: places
+        for name, places in where.items()
+        if not name.startswith(RUCIO_SYNC_PREFIX) and name not in settings
     }
 
 
