@@ -35,7 +35,7 @@ def describe_environment(load_generator: str, model: str) -> dict[str, Any]:
         "git_commit": commit,
         "git_dirty": dirty,
         "model": model,
-        "python_executable": sys.executable,
+        "python_executable": _in_repo(Path(sys.executable)),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -99,3 +99,8 @@ def _read(path: str) -> str:
         return Path(path).read_text()
     except OSError:
         return ""
+
+
+def _in_repo(path: Path) -> str:
+    """`path` relative to the repository when inside it: the report is committed in the docs."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else path.name
