@@ -43,6 +43,9 @@ class NetworkConfig:
     output_activation: str = "sigmoid"
     optimizer: str = "adam"
     learning_rate: float = 1e-3
+    #: Every Dense kernel kept non-negative while training, so the estimate never decreases as
+    #: an input grows (a physics prior when every input reads "more = busier").
+    monotone: bool = False
 
     def __post_init__(self) -> None:
         if not self.widths or any(w < 1 for w in self.widths):
@@ -63,12 +66,13 @@ def build_network(n_features: int, config: NetworkConfig, seed: int) -> keras.Se
     """
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
+    constraint = {"kernel_constraint": keras.constraints.NonNeg()} if config.monotone else {}
     layers: list[keras.layers.Layer] = [keras.Input((n_features,))]
     for depth, width in enumerate(config.widths):
-        layers.append(keras.layers.Dense(width, activation="relu"))
+        layers.append(keras.layers.Dense(width, activation="relu", **constraint))
         if depth < len(config.widths) - 1 and config.dropout > 0:
             layers.append(keras.layers.Dropout(config.dropout))
-    layers.append(keras.layers.Dense(1, activation=config.output_activation))
+    layers.append(keras.layers.Dense(1, activation=config.output_activation, **constraint))
     model = keras.Sequential(layers)
     model.compile(optimizer=_optimizer(config), loss="mse")
     return model

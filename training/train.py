@@ -264,6 +264,7 @@ def card_fields(
             "loss": "mse",
             "batch_size": BATCH_SIZE,
             "input_scaling": input_scaling,
+            "monotone": network.monotone,
         },
         "epochs": epochs,
         "final_training_loss": losses[-1],
@@ -316,7 +317,9 @@ def options_from_card(card: dict[str, Any], output: Path, verbose: int | str = 0
         holdout_fraction=data["holdout_fraction"],
         calibration_fraction=data.get("calibration_fraction", DEFAULT_CALIBRATION_FRACTION),
         network=NetworkConfig(
-            widths=tuple(architecture["widths"]), dropout=float(architecture["dropout"])
+            widths=tuple(architecture["widths"]),
+            dropout=float(architecture["dropout"]),
+            monotone=bool(architecture.get("monotone", False)),  # not before the key
         ),
         epochs=int(card["epochs"]),
         output=output,

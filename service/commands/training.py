@@ -28,6 +28,8 @@ from simulation.defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAM
 if TYPE_CHECKING:  # scikit-learn and h5py: imported when a command runs
     from service.model.bundle import ModelBundle
     from training.dataset import Dataset
+    from training.train import TrainOptions
+    from training.validation import Transfer
 
 DEFAULT_OUTPUT = Path("models/bundle")
 DEFAULT_EVALUATION_DIR = Path("out/evaluation")
@@ -73,6 +75,21 @@ def add_train_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     _add_earlier_bundle_option(train)
     train.add_argument(
+        "--validate",
+        action="store_true",
+        help="write no bundle: score the configuration on validation data only (ROC AUC on each "
+        "family's calibration links, and each --transfer), the figures choices are made on "
+        "(out/evaluation/validation/validation.json; docs/model.md, section 1)",
+    )
+    train.add_argument(
+        "--transfer",
+        type=_transfers,
+        default=[],
+        metavar="SRC:DST,...",
+        help="with --validate: train on family SRC's training links only and score family "
+        "DST's links that are not held out, e.g. A:C,C:A (blind to family B)",
+    )
+    train.add_argument(
         "--holdout-fraction",
         type=float,
         default=0.2,
@@ -85,6 +102,11 @@ def add_train_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="hidden layer widths (default 100,50,5)",
     )
     train.add_argument("--dropout", type=float, default=0.5, help="dropout rate (default 0.5)")
+    train.add_argument(
+        "--monotone",
+        action="store_true",
+        help="keep every weight non-negative, so the estimate never falls as an input grows",
+    )
     train.add_argument(
         "--inputs",
         type=_inputs,
@@ -300,6 +322,15 @@ def _inputs(text: str) -> tuple[str, ...]:
     return names
 
 
+def _transfers(text: str) -> list[Transfer]:
+    from training.validation import Transfer
+
+    try:
+        return [Transfer.parse(part) for part in text.split(",")]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _widths(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(","))
@@ -319,6 +350,13 @@ def run_train(args: argparse.Namespace) -> int:
         raise ConfigError(
             "train: --leave-one-family-out compares simulator families; not for real data"
         )
+    if args.transfer and not args.validate:
+        raise ConfigError("train: --transfer is a figure of --validate; add --validate")
+    if args.validate and (args.leave_one_family_out or args.earlier_bundle is not None):
+        raise ConfigError(
+            "train: --validate writes no bundle, so neither --leave-one-family-out nor "
+            "--earlier-bundle applies"
+        )
     try:
         options = TrainOptions(
             source=DataSource(
@@ -332,13 +370,15 @@ def run_train(args: argparse.Namespace) -> int:
             target=args.target or DEFAULT_TARGET,
             holdout_fraction=args.holdout_fraction,
             calibration_fraction=args.calibration_fraction,
-            network=NetworkConfig(widths=args.widths, dropout=args.dropout),
+            network=NetworkConfig(widths=args.widths, dropout=args.dropout, monotone=args.monotone),
             epochs=args.epochs or DEFAULT_EPOCHS,
             output=args.output,
             verbose=2 if args.quiet else "auto",
             inputs=args.inputs or DEFAULT_INPUTS,
             input_scaling=args.input_scaling,
         )
+        if args.validate:
+            return _validate(options, args.transfer)
         earlier = _earlier(args.earlier_bundle)
         result = train_bundle(options, earlier=earlier)
     except (ValueError, NettelError) as error:
@@ -348,6 +388,16 @@ def run_train(args: argparse.Namespace) -> int:
     if args.leave_one_family_out:
         output = DEFAULT_EVALUATION_DIR / "leave-one-family-out"
         _leave_one_family_out(args.output, output, earlier, record=True, dataset=result.dataset)
+    return 0
+
+
+def _validate(options: TrainOptions, transfers: list[Transfer]) -> int:
+    from training.validation import format_report, validate, write_report
+
+    report = validate(options, options.source.build(options.target), transfers)
+    path = write_report(report, DEFAULT_EVALUATION_DIR / "validation")
+    print(f"validation report written to {path}")
+    print(format_report(report))
     return 0
 
 
@@ -417,7 +467,7 @@ def run_streamed_train(args: argparse.Namespace) -> int:
             seed=args.seed,
             holdout_fraction=args.holdout_fraction,
             calibration_fraction=args.calibration_fraction,
-            network=NetworkConfig(widths=args.widths, dropout=args.dropout),
+            network=NetworkConfig(widths=args.widths, dropout=args.dropout, monotone=args.monotone),
             epochs=args.epochs or DEFAULT_EPOCHS,
             verbose=2 if args.quiet else "auto",
         )
@@ -445,6 +495,8 @@ def refuse_unused_options(args: argparse.Namespace) -> None:
         "--leave-one-family-out": args.leave_one_family_out,
         "--earlier-bundle": args.earlier_bundle is not None,
         "--inputs": args.inputs is not None,
+        "--validate": args.validate,
+        "--transfer": bool(args.transfer),
     }
     if args.dataset is not None:
         unused |= {

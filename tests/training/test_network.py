@@ -65,3 +65,20 @@ def test_the_same_seed_gives_the_same_weights() -> None:
     first = build_network(45, NetworkConfig(widths=(8, 4, 2)), seed=5).get_weights()
     second = build_network(45, NetworkConfig(widths=(8, 4, 2)), seed=5).get_weights()
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_a_monotone_network_never_lowers_its_estimate_as_an_input_grows() -> None:
+    from training.network import fit_network
+
+    rng = np.random.default_rng(0)
+    features = rng.random((2048, 3), dtype=np.float32)
+    # a label that FALLS with input 0: an unconstrained network would follow it
+    labels = (1.0 - features[:, 0]).astype(np.float32)
+    model = build_network(3, NetworkConfig(widths=(8, 4), dropout=0.0, monotone=True), seed=1)
+    fit_network(model, features, labels, epochs=2, verbose=0)
+    kernels = [layer.kernel.numpy() for layer in model.layers if hasattr(layer, "units")]
+    assert all((kernel >= 0).all() for kernel in kernels)
+    grid = np.tile(np.float32(0.5), (11, 3))
+    grid[:, 0] = np.linspace(0, 1, 11)
+    estimates = model.predict(grid, verbose=0)[:, 0]
+    assert (np.diff(estimates) >= 0).all()
