@@ -21,6 +21,13 @@ DEMO_SITES = 20
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """Ctrl-C at a terminal reaches run.sh with SIGINT's default disposition. A test run started
+    as a background job or under nohup passes SIGINT down ignored, and a shell cannot trap a
+    signal that was ignored when it started: run.sh would never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not (REPO_ROOT / ".venv").is_dir(), reason="run via scripts/test.sh (.venv)")
 def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
     port = free_port()
@@ -39,6 +46,7 @@ def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_sigint_as_at_a_terminal,
     )
     try:
         full_mesh = DEMO_SITES * (DEMO_SITES - 1)
