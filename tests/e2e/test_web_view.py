@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
+from devtools.metrics_reader import sample_value, samples_named
 from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from simulation.demo_feed import run_demo_feed
@@ -75,15 +78,31 @@ def write_topology(path: Path) -> Path:
     return path
 
 
-def feed_simulator(port: int) -> None:
-    """The seeded mesh's last 40 minutes, published at once (no real-time minutes)."""
+def feed_simulator(port: int) -> int:
+    """The seeded mesh's last 40 minutes, published at once (no real-time minutes); the number
+    of messages sent."""
+    sent: list[int] = []
     feed = threading.Thread(
-        target=run_demo_feed,
-        args=([("127.0.0.1", port)],),
-        kwargs={"seed": SEED, "sites": SITES, "backfill_minutes": 40, "realtime": False},
+        target=lambda: sent.append(
+            run_demo_feed(
+                [("127.0.0.1", port)], seed=SEED, sites=SITES, backfill_minutes=40, realtime=False
+            )
+        )
     )
     feed.start()
     feed.join(120)
+    return sent[0]
+
+
+def taken_in(url: str, sent: int) -> bool:
+    """Every message sent was received and no frame waits to be parsed."""
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    received = sum(sample.value for sample in samples_named(text, "nettel_messages_received_total"))
+    return received >= sent and sample_value(text, "nettel_ingest_queued_frames") == 0
+
+
+def matrix_after(url: str, moment: float) -> bool:
+    return (get_json(f"{url}/costmatrix") or {}).get("generated_at", 0.0) > moment
 
 
 def site_links(url: str) -> list[dict]:
@@ -153,9 +172,14 @@ def test_heatmap_shows_congestion_and_opens_the_series(
     topology = write_topology(tmp_path / "topology.yaml")
     service = nettel_service(activemq.brokers, *SERVE_ARGS, "--topology", str(topology))
     wait_for(lambda: get_json(f"{service.url}/readyz"), what="subscribed (plain topics)")
-    feed_simulator(activemq.stomp_port)
+    sent = feed_simulator(activemq.stomp_port)
     pairs = SITES * (SITES - 1)
     wait_for(lambda: back_filled(site_links(service.url), pairs), timeout=60, what="the back-fill")
+    # the congested pair is chosen on a matrix of every message: one taken while the last
+    # minutes were still being applied can change its verdict before the page is drawn
+    wait_for(lambda: taken_in(service.url, sent), timeout=60, what=f"{sent} messages taken in")
+    settled = time.time() + 1.0  # the last batch taken off the queue is applied by then
+    wait_for(lambda: matrix_after(service.url, settled), what="a matrix of every message")
     source, destination = find_congested_pair(service.url, publisher)
     publish_clock_suspect_and_stale_links(publisher)
     wait_for(lambda: flagged(service.url), what="the clock-suspect and the stale site pair")
