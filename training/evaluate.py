@@ -183,16 +183,21 @@ def cost_report(
     return report
 
 
+def roc_auc(above: np.ndarray, score: np.ndarray) -> float | None:
+    """ROC AUC of `score` for the event `above`; None when the rows hold only one class."""
+    both_classes = 0 < above.sum() < len(above)
+    return float(roc_auc_score(above, score)) if both_classes else None
+
+
 def compute_metrics(
     scores: Scores, label: np.ndarray, above: np.ndarray
 ) -> dict[str, float | None]:
     """MSE/MAE of the estimate against the label (None without one), ROC AUC, precision, recall."""
     error = None if scores.estimate is None else scores.estimate - label
-    both_classes = 0 < above.sum() < len(above)
     return {
         "mse": None if error is None else float(np.mean(error**2)),
         "mae": None if error is None else float(np.mean(np.abs(error))),
-        "roc_auc": float(roc_auc_score(above, scores.score)) if both_classes else None,
+        "roc_auc": roc_auc(above, scores.score),
         "precision": float(precision_score(above, scores.above, zero_division=0)),
         "recall": float(recall_score(above, scores.above, zero_division=0)),
     }

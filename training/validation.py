@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 from service.analysis.features import feature_columns
 from training.dataset import CONGESTED_RATIO, Dataset, LinkSplit, family_links
+from training.evaluate import roc_auc
 from training.network import predict_network
 from training.train import TrainOptions, split_dataset, train_network
 
@@ -106,8 +106,8 @@ def _trained_scorer(
         rows = dataset.rows_of(links)
         above = rows.utilisation > CONGESTED_RATIO
         estimate = predict_network(model, scaler.transform(rows.features[:, columns]))
-        both = 0 < int(above.sum()) < len(above)
-        auc = round(float(roc_auc_score(above, estimate)), 4) if both else None
+        auc = roc_auc(above, estimate)
+        auc = None if auc is None else round(auc, 4)
         return {
             "links": len(links),
             "rows": len(rows),
