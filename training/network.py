@@ -1,8 +1,10 @@
 """The utilisation network: netTel's fully connected ReLU stack, built and trained with Keras.
 
 Input(n inputs) -> Dense(w1, relu) -> Dropout(d) -> Dense(w2, relu) -> Dropout(d) -> Dense(w3, relu)
--> Dense(1). Only layers `service.model.numpy_network` can run (Dense with relu/linear/sigmoid,
-Dropout), so serving needs no TensorFlow. Importing this module imports Keras (training only).
+-> Dense(1). An ensemble of such members is merged into one network of the same layer kinds
+(`merge_members`), so serving still makes one call. Only layers `service.model.numpy_network`
+can run (Dense with relu/linear/sigmoid, Dropout), so serving needs no TensorFlow. Importing
+this module imports Keras (training only).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ DEFAULT_DROPOUT = 0.5
 BATCH_SIZE = 512
 OUTPUT_ACTIVATIONS = ("linear", "sigmoid")
 OPTIMIZERS = ("rmsprop", "adam")
+MAX_ENSEMBLE = 16
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class NetworkConfig:
     #: Every Dense kernel kept non-negative while training, so the estimate never decreases as
     #: an input grows (a physics prior when every input reads "more = busier").
     monotone: bool = False
+    #: Members trained from different seeds and merged into one network (`merge_members`).
+    ensemble: int = 1
 
     def __post_init__(self) -> None:
         if not self.widths or any(w < 1 for w in self.widths):
@@ -56,6 +61,8 @@ class NetworkConfig:
             raise ValueError(f"output activation must be one of {OUTPUT_ACTIVATIONS}")
         if self.optimizer not in OPTIMIZERS or self.learning_rate <= 0:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS} with a positive learning rate")
+        if not 1 <= self.ensemble <= MAX_ENSEMBLE:
+            raise ValueError(f"ensemble must be 1 to {MAX_ENSEMBLE} members, not {self.ensemble}")
 
 
 def build_network(n_features: int, config: NetworkConfig, seed: int) -> keras.Sequential:
@@ -76,6 +83,72 @@ def build_network(n_features: int, config: NetworkConfig, seed: int) -> keras.Se
     model = keras.Sequential(layers)
     model.compile(optimizer=_optimizer(config), loss="mse")
     return model
+
+
+def train_members(
+    n_features: int,
+    config: NetworkConfig,
+    seed: int,
+    fit: Callable[[keras.Sequential], list[float]],
+) -> tuple[keras.Sequential, list[float]]:
+    """Build and `fit` (which returns the epoch losses) each of the `config.ensemble` members,
+    seeded `seed`, `seed` + 1, ... (one member is the plain network); the merged network and
+    the members' mean training loss of each epoch."""
+    members, losses = [], []
+    for member in range(config.ensemble):
+        model = build_network(n_features, config, seed + member)
+        losses.append(fit(model))
+        members.append(model)
+    return merge_members(members), [float(loss) for loss in np.mean(losses, axis=0)]
+
+
+def merge_members(members: list[keras.Sequential]) -> keras.Sequential:
+    """One network whose output is the output activation of the members' mean pre-activation
+    output (for sigmoid members: the mean of their logits).
+
+    Members must share one architecture. The merged first layer stacks the members' units side
+    by side, deeper layers are block-diagonal (member i's units see only member i's), and the
+    output averages; Dropout, identity at inference, is left out. Exact: the merged network
+    computes what averaging the members' pre-activation outputs computes.
+    """
+    if len(members) == 1:
+        return members[0]
+    stacks = [
+        [layer for layer in m.layers if isinstance(layer, keras.layers.Dense)] for m in members
+    ]
+    shapes = {
+        tuple(tuple(w.shape) for layer in stack for w in layer.get_weights()) for stack in stacks
+    }
+    if len(shapes) != 1:
+        raise ValueError("ensemble members must share one architecture")
+    first = stacks[0]
+    n_features = int(first[0].get_weights()[0].shape[0])
+    merged = keras.Sequential([keras.Input((n_features,))])
+    for depth, layer in enumerate(first):
+        kernels = [stack[depth].get_weights()[0] for stack in stacks]
+        biases = [stack[depth].get_weights()[1] for stack in stacks]
+        if depth == 0:
+            kernel, bias = np.hstack(kernels), np.concatenate(biases)
+        elif depth < len(first) - 1:
+            kernel, bias = _block_diagonal(kernels), np.concatenate(biases)
+        else:
+            kernel = np.vstack(kernels) / len(members)
+            bias = np.mean(biases, axis=0)
+        dense = keras.layers.Dense(kernel.shape[1], activation=layer.get_config()["activation"])
+        merged.add(dense)
+        dense.set_weights([kernel.astype(np.float32), bias.astype(np.float32)])
+    return merged
+
+
+def _block_diagonal(blocks: list[np.ndarray]) -> np.ndarray:
+    rows = sum(block.shape[0] for block in blocks)
+    columns = sum(block.shape[1] for block in blocks)
+    matrix = np.zeros((rows, columns), dtype=blocks[0].dtype)
+    row = column = 0
+    for block in blocks:
+        matrix[row : row + block.shape[0], column : column + block.shape[1]] = block
+        row, column = row + block.shape[0], column + block.shape[1]
+    return matrix
 
 
 def _optimizer(config: NetworkConfig) -> keras.optimizers.Optimizer:

@@ -34,7 +34,7 @@ from training.dataset import (
     split_link_ids,
 )
 from training.dataset_files import open_rows, read_description
-from training.network import BATCH_SIZE, NetworkConfig, build_network, fit_network_batches
+from training.network import BATCH_SIZE, NetworkConfig, fit_network_batches, train_members
 from training.train import (
     DEFAULT_CALIBRATION_FRACTION,
     DEFAULT_INPUT_SCALING,
@@ -108,10 +108,14 @@ def train_streamed(
         f" training links, {len(split.calibration)} calibration links, {len(split.holdout)}"
         f" held-out links ({dataset_seconds:.0f} s to scan)"
     )
-    model = build_network(len(DEFAULT_INPUTS), options.network, options.seed)
     batches = training_batches(rows, train_links, train_rows, scaler, options.seed)
     started = time.perf_counter()
-    losses = fit_network_batches(model, batches, options.epochs, options.verbose)
+    model, losses = train_members(
+        len(DEFAULT_INPUTS),
+        options.network,
+        options.seed,
+        lambda member: fit_network_batches(member, batches, options.epochs, options.verbose),
+    )
     seconds = time.perf_counter() - started
     evaluation = evaluation_rows(rows, links, split, description, options.max_eval_rows)
     card = streamed_card(options, description, links, split, losses, seconds)

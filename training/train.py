@@ -31,7 +31,7 @@ from training.bundle_writer import save_bundle, write_calibration
 from training.calibrate import fit_calibration
 from training.dataset import CONGESTED_RATIO, Dataset, DataSource, LinkSplit, split_by_family
 from training.evaluate import DECISION_THRESHOLD, evaluate_holdout, predict
-from training.network import BATCH_SIZE, NetworkConfig, build_network, fit_network
+from training.network import BATCH_SIZE, NetworkConfig, fit_network, train_members
 
 if TYPE_CHECKING:  # importing Keras here would precede training.network's TensorFlow settings
     import keras
@@ -178,10 +178,16 @@ def train_network(
     """Scaler and network fitted on the training links only, the epoch losses and the seconds."""
     scaler = fit_scaler(dataset, split, options.inputs, options.input_scaling)
     train = dataset.rows_of(split.train)
-    model = build_network(len(options.inputs), options.network, options.seed)
     started = time.perf_counter()
     features = scaler.transform(train.features[:, feature_columns(options.inputs)])
-    losses = fit_network(model, features, train.label, options.epochs, verbose=options.verbose)
+    model, losses = train_members(
+        len(options.inputs),
+        options.network,
+        options.seed,
+        lambda member: fit_network(
+            member, features, train.label, options.epochs, verbose=options.verbose
+        ),
+    )
     return model, scaler, losses, time.perf_counter() - started
 
 
@@ -267,6 +273,7 @@ def card_fields(
             "batch_size": BATCH_SIZE,
             "input_scaling": input_scaling,
             "monotone": network.monotone,
+            "ensemble": network.ensemble,
         },
         "epochs": epochs,
         "final_training_loss": losses[-1],
@@ -322,6 +329,7 @@ def options_from_card(card: dict[str, Any], output: Path, verbose: int | str = 0
             widths=tuple(architecture["widths"]),
             dropout=float(architecture["dropout"]),
             monotone=bool(architecture.get("monotone", False)),  # not before the key
+            ensemble=int(architecture.get("ensemble", 1)),
         ),
         epochs=int(card["epochs"]),
         output=output,

@@ -127,6 +127,7 @@ def _configuration(options: TrainOptions) -> dict[str, Any]:
         "widths": list(network.widths),
         "dropout": network.dropout,
         "monotone": network.monotone,
+        "ensemble": network.ensemble,
         "epochs": options.epochs,
         "seed": options.seed,
     }

@@ -28,6 +28,7 @@ from simulation.defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAM
 if TYPE_CHECKING:  # scikit-learn and h5py: imported when a command runs
     from service.model.bundle import ModelBundle
     from training.dataset import Dataset
+    from training.network import NetworkConfig
     from training.train import TrainOptions
     from training.validation import Transfer
 
@@ -106,6 +107,14 @@ def add_train_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--monotone",
         action="store_true",
         help="keep every weight non-negative, so the estimate never falls as an input grows",
+    )
+    train.add_argument(
+        "--ensemble",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train K networks from seeds SEED..SEED+K-1 and merge them into one network that"
+        " averages their outputs before the output activation (default 1: one network)",
     )
     train.add_argument(
         "--inputs",
@@ -331,6 +340,14 @@ def _transfers(text: str) -> list[Transfer]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _network(args: argparse.Namespace) -> NetworkConfig:
+    from training.network import NetworkConfig
+
+    return NetworkConfig(
+        widths=args.widths, dropout=args.dropout, monotone=args.monotone, ensemble=args.ensemble
+    )
+
+
 def _widths(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(","))
@@ -343,7 +360,6 @@ def run_train(args: argparse.Namespace) -> int:
         return run_streamed_train(args)
     from training.dataset import DataSource
     from training.evaluate import format_table
-    from training.network import NetworkConfig
     from training.train import DEFAULT_EPOCHS, DEFAULT_INPUTS, TrainOptions, train_bundle
 
     if args.leave_one_family_out and args.perfsonar_dir is not None:
@@ -370,7 +386,7 @@ def run_train(args: argparse.Namespace) -> int:
             target=args.target or DEFAULT_TARGET,
             holdout_fraction=args.holdout_fraction,
             calibration_fraction=args.calibration_fraction,
-            network=NetworkConfig(widths=args.widths, dropout=args.dropout, monotone=args.monotone),
+            network=_network(args),
             epochs=args.epochs or DEFAULT_EPOCHS,
             output=args.output,
             verbose=2 if args.quiet else "auto",
@@ -451,7 +467,6 @@ def run_streamed_train(args: argparse.Namespace) -> int:
     """`nettel train --engine spark` (rows built with Spark) or `--dataset DIR` (rows an earlier
     `nettel dataset` wrote), streamed into Keras."""
     from training.evaluate import format_table
-    from training.network import NetworkConfig
     from training.streamed_training import StreamedTrainOptions, train_streamed
     from training.train import DEFAULT_EPOCHS
 
@@ -467,7 +482,7 @@ def run_streamed_train(args: argparse.Namespace) -> int:
             seed=args.seed,
             holdout_fraction=args.holdout_fraction,
             calibration_fraction=args.calibration_fraction,
-            network=NetworkConfig(widths=args.widths, dropout=args.dropout, monotone=args.monotone),
+            network=_network(args),
             epochs=args.epochs or DEFAULT_EPOCHS,
             verbose=2 if args.quiet else "auto",
         )

@@ -54,6 +54,8 @@ def test_every_activation_is_one_the_numpy_path_supports() -> None:
         {"output_activation": "tanh"},
         {"optimizer": "sgd"},
         {"learning_rate": 0.0},
+        {"ensemble": 0},
+        {"ensemble": 17},
     ],
 )
 def test_invalid_configurations_are_refused(kwargs: dict) -> None:
@@ -82,3 +84,65 @@ def test_a_monotone_network_never_lowers_its_estimate_as_an_input_grows() -> Non
     grid[:, 0] = np.linspace(0, 1, 11)
     estimates = model.predict(grid, verbose=0)[:, 0]
     assert (np.diff(estimates) >= 0).all()
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    return np.log(p / (1.0 - p))
+
+
+def test_merged_members_average_their_logits_in_one_network_the_numpy_path_serves(
+    tmp_path,
+) -> None:
+    from service.model.numpy_network import NumpyNetwork
+    from training.network import merge_members
+
+    config = NetworkConfig(widths=(8, 4, 2), dropout=0.3)
+    members = [build_network(3, config, seed=seed) for seed in (1, 2, 3)]
+    rows = np.random.default_rng(0).random((64, 3), dtype=np.float32)
+    member_logits = [_logit(m.predict(rows, verbose=0)[:, 0].astype(np.float64)) for m in members]
+    expected = 1.0 / (1.0 + np.exp(-np.mean(member_logits, axis=0)))
+
+    merged = merge_members(members)
+    assert [layer.units for layer in merged.layers] == [24, 12, 6, 1]
+    np.testing.assert_allclose(merged.predict(rows, verbose=0)[:, 0], expected, atol=1e-5)
+    merged.save(tmp_path / "merged.keras")
+    served = NumpyNetwork.from_keras_file(tmp_path / "merged.keras").predict(rows)
+    np.testing.assert_allclose(served.ravel(), expected, atol=1e-5)
+
+
+def test_one_member_is_the_plain_network_and_members_differ_by_seed() -> None:
+    from training.network import train_members
+
+    rows = np.random.default_rng(0).random((256, 3), dtype=np.float32)
+    labels = rows[:, 0]
+    config = NetworkConfig(widths=(8, 4), dropout=0.0)
+
+    def fit(model):
+        from training.network import fit_network
+
+        return fit_network(model, rows, labels, epochs=2, verbose=0)
+
+    single, single_losses = train_members(3, config, 7, fit)
+    plain = build_network(3, config, seed=7)
+    fit(plain)
+    assert all(
+        np.array_equal(a, b) for a, b in zip(single.get_weights(), plain.get_weights(), strict=True)
+    )
+    merged, losses = train_members(3, NetworkConfig(widths=(8, 4), dropout=0.0, ensemble=2), 7, fit)
+    assert len(losses) == 2 and len(single_losses) == 2
+    first_kernel = merged.layers[0].get_weights()[0]
+    assert first_kernel.shape == (3, 16)
+    assert np.array_equal(first_kernel[:, :8], single.layers[0].get_weights()[0])
+    assert not np.allclose(first_kernel[:, 8:], first_kernel[:, :8])
+
+
+def test_members_of_different_shapes_are_refused() -> None:
+    from training.network import merge_members
+
+    with pytest.raises(ValueError, match="one architecture"):
+        merge_members(
+            [
+                build_network(3, NetworkConfig(widths=(8, 4)), seed=0),
+                build_network(3, NetworkConfig(widths=(8, 5)), seed=0),
+            ]
+        )
