@@ -48,12 +48,14 @@ DEFAULT_EPOCHS = 30
 #: (service.model.scaler). The loss's offset is the empirical filter's loss threshold (smaller
 #: losses all read alike), the delays' perfSONAR 5's 0.1 ms histogram bucket (what 30 % of the
 #: links resolve). The mean above the median is signed and the filter's verdict 0 or 1: linear.
-#: The link's all-time mean loss (an input only when chosen) reads as the newest loss does.
+#: Losses and spreads of the history (inputs only when chosen) read as the newest ones do.
 LOG_OFFSETS = {
     "newest_loss": LOSS_THRESHOLD,
     "alltime_loss_mean": LOSS_THRESHOLD,
+    "loss_smoothed": LOSS_THRESHOLD,
     "newest_delay_above_min": 0.1,
     "newest_delay_std": 0.1,
+    "delay_std_smoothed": 0.1,
 }
 INPUT_SCALINGS = ("log", "linear")
 DEFAULT_INPUT_SCALING = "log"

@@ -83,9 +83,17 @@ def test_the_loss_and_delays_are_read_on_a_log_scale_by_default() -> None:
     }
     assert log_offsets(("newest_loss", "delay_gradient"), "log") == {"newest_loss": 1e-4}
     assert log_offsets(DEFAULT_INPUTS, "linear") == {}
-    # a loss chosen as an input besides the default ones reads as the newest loss does
-    assert log_offsets(("alltime_loss_mean",), "log") == {"alltime_loss_mean": 1e-4}
-    assert set(LOG_OFFSETS) - set(DEFAULT_INPUTS) == {"alltime_loss_mean"}
+    # losses and spreads chosen besides the default inputs read as the newest ones do
+    assert log_offsets(("alltime_loss_mean", "loss_smoothed"), "log") == {
+        "alltime_loss_mean": 1e-4,
+        "loss_smoothed": 1e-4,
+    }
+    assert log_offsets(("delay_std_smoothed",), "log") == {"delay_std_smoothed": 0.1}
+    assert set(LOG_OFFSETS) - set(DEFAULT_INPUTS) == {
+        "alltime_loss_mean",
+        "loss_smoothed",
+        "delay_std_smoothed",
+    }
     with pytest.raises(ValueError, match="input scaling"):
         TrainOptions(input_scaling="sqrt")
 
