@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.linalg import block_diag
 
 # Quiet TensorFlow's C++ logging, and use its plain CPU kernels: oneDNN's reordered arithmetic
 # makes results depend on the machine (and its start-up notice bypasses the log level).
@@ -130,7 +131,7 @@ def merge_members(members: list[keras.Sequential]) -> keras.Sequential:
         if depth == 0:
             kernel, bias = np.hstack(kernels), np.concatenate(biases)
         elif depth < len(first) - 1:
-            kernel, bias = _block_diagonal(kernels), np.concatenate(biases)
+            kernel, bias = block_diag(*kernels), np.concatenate(biases)
         else:
             kernel = np.vstack(kernels) / len(members)
             bias = np.mean(biases, axis=0)
@@ -138,17 +139,6 @@ def merge_members(members: list[keras.Sequential]) -> keras.Sequential:
         merged.add(dense)
         dense.set_weights([kernel.astype(np.float32), bias.astype(np.float32)])
     return merged
-
-
-def _block_diagonal(blocks: list[np.ndarray]) -> np.ndarray:
-    rows = sum(block.shape[0] for block in blocks)
-    columns = sum(block.shape[1] for block in blocks)
-    matrix = np.zeros((rows, columns), dtype=blocks[0].dtype)
-    row = column = 0
-    for block in blocks:
-        matrix[row : row + block.shape[0], column : column + block.shape[1]] = block
-        row, column = row + block.shape[0], column + block.shape[1]
-    return matrix
 
 
 def _optimizer(config: NetworkConfig) -> keras.optimizers.Optimizer:
