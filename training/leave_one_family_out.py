@@ -34,6 +34,8 @@ ALL_FAMILIES = "+".join(SIMULATOR_FAMILIES)
 REPORT_FILE = "leave_one_family_out.json"
 #: What the network must match or beat on every left-out family (persistence is an oracle).
 BASELINES = ("empirical", "linear_regression", "logistic_regression", "gradient_boosting")
+#: The calibration target per left-out family; the headline states by how much it is missed.
+ECE_TARGET = 0.05
 
 
 def leave_one_family_out(
@@ -85,18 +87,23 @@ def _data(dataset: Dataset) -> dict[str, Any]:
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """Per left-out family: ROC AUC of every method, whether the network is at or above every
-    baseline's, the calibration error and the cost outcomes."""
+    baseline's, the calibration error (and by how much it exceeds ECE_TARGET) and the cost
+    outcomes."""
     table = {}
     for family, result in results.items():
         auc = {name: metrics["roc_auc"] for name, metrics in result["metrics"].items()}
         best = max((auc[name] or 0.0) for name in BASELINES if name in auc)
-        calibration = result.get("calibration") or {}
+        ece = (result.get("calibration") or {}).get("expected_calibration_error")
         table[family] = {
             "rows": result["rows"],
             "positives": result["positives"],
             "roc_auc": auc,
             "network_at_or_above_every_baseline": (auc["model"] or 0.0) >= best,
-            "expected_calibration_error": calibration.get("expected_calibration_error"),
+            "expected_calibration_error": ece,
+            "expected_calibration_error_target": ECE_TARGET,
+            "expected_calibration_error_over_target": (
+                None if ece is None else round(max(ece - ECE_TARGET, 0.0), 4)
+            ),
             "cost": result["cost"],
         }
     return table
@@ -122,10 +129,19 @@ def format_headline(report: dict[str, Any]) -> str:
     for method in methods:
         cells = [_cell(table[f]["roc_auc"].get(method)) for f in families]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    lines += ["", "| left out | rows | above 70 % | ECE | network >= every baseline |"]
-    lines.append("|---|---|---|---|---|")
+    lines += [
+        "",
+        f"| left out | rows | above 70 % | ECE | ECE over {ECE_TARGET} by |"
+        " network >= every baseline |",
+        "|---|---|---|---|---|---|",
+    ]
     for family, row in table.items():
-        cells = [row["rows"], row["positives"], _cell(row["expected_calibration_error"])]
+        cells = [
+            row["rows"],
+            row["positives"],
+            _cell(row["expected_calibration_error"]),
+            _cell(row.get("expected_calibration_error_over_target")),
+        ]
         lines.append(
             f"| {family} | " + " | ".join(map(str, cells)) + " | "
             f"{'yes' if row['network_at_or_above_every_baseline'] else 'NO'} |"

@@ -31,6 +31,9 @@ DEFAULT_DROPOUT = 0.5
 BATCH_SIZE = 512
 OUTPUT_ACTIVATIONS = ("linear", "sigmoid")
 OPTIMIZERS = ("rmsprop", "adam")
+#: Training losses (Keras names). Both are minimised by the target's conditional mean, so the
+#: estimate means the same; cross-entropy needs the sigmoid output.
+LOSSES = ("mse", "binary_crossentropy")
 MAX_ENSEMBLE = 16
 
 
@@ -52,6 +55,10 @@ class NetworkConfig:
     monotone: bool = False
     #: Members trained from different seeds and merged into one network (`merge_members`).
     ensemble: int = 1
+    #: Squared error, or cross-entropy against the [0, 1] target: through a sigmoid the squared
+    #: error's gradient vanishes on rows the network is confidently wrong about, the
+    #: cross-entropy's (estimate - target) does not.
+    loss: str = "mse"
 
     def __post_init__(self) -> None:
         if not self.widths or any(w < 1 for w in self.widths):
@@ -62,12 +69,16 @@ class NetworkConfig:
             raise ValueError(f"output activation must be one of {OUTPUT_ACTIVATIONS}")
         if self.optimizer not in OPTIMIZERS or self.learning_rate <= 0:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS} with a positive learning rate")
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, not {self.loss!r}")
+        if self.loss == "binary_crossentropy" and self.output_activation != "sigmoid":
+            raise ValueError("the binary_crossentropy loss needs the sigmoid output")
         if not 1 <= self.ensemble <= MAX_ENSEMBLE:
             raise ValueError(f"ensemble must be 1 to {MAX_ENSEMBLE} members, not {self.ensemble}")
 
 
 def build_network(n_features: int, config: NetworkConfig, seed: int) -> keras.Sequential:
-    """A compiled (MSE) Sequential network, initialised deterministically from `seed`.
+    """A compiled Sequential network (`config.loss`), initialised deterministically from `seed`.
 
     Also turns on TensorFlow op determinism for the process, so training with the same seed
     gives the same weights.
@@ -82,7 +93,7 @@ def build_network(n_features: int, config: NetworkConfig, seed: int) -> keras.Se
             layers.append(keras.layers.Dropout(config.dropout))
     layers.append(keras.layers.Dense(1, activation=config.output_activation, **constraint))
     model = keras.Sequential(layers)
-    model.compile(optimizer=_optimizer(config), loss="mse")
+    model.compile(optimizer=_optimizer(config), loss=config.loss)
     return model
 
 

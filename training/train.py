@@ -271,7 +271,7 @@ def card_fields(
             "output_activation": network.output_activation,
             "optimizer": network.optimizer,
             "learning_rate": network.learning_rate,
-            "loss": "mse",
+            "loss": network.loss,
             "batch_size": BATCH_SIZE,
             "input_scaling": input_scaling,
             "monotone": network.monotone,
@@ -332,6 +332,7 @@ def options_from_card(card: dict[str, Any], output: Path, verbose: int | str = 0
             dropout=float(architecture["dropout"]),
             monotone=bool(architecture.get("monotone", False)),  # not before the key
             ensemble=int(architecture.get("ensemble", 1)),
+            loss=architecture.get("loss", "mse"),
         ),
         epochs=int(card["epochs"]),
         output=output,

@@ -128,6 +128,7 @@ def _configuration(options: TrainOptions) -> dict[str, Any]:
         "dropout": network.dropout,
         "monotone": network.monotone,
         "ensemble": network.ensemble,
+        "loss": network.loss,
         "epochs": options.epochs,
         "seed": options.seed,
     }

@@ -117,6 +117,13 @@ def add_train_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         " averages their outputs before the output activation (default 1: one network)",
     )
     train.add_argument(
+        "--loss",
+        choices=("mse", "binary_crossentropy"),
+        default="mse",
+        help="training loss against the target: squared error (default) or cross-entropy (the "
+        "same estimand; keeps learning from rows the sigmoid is confidently wrong about)",
+    )
+    train.add_argument(
         "--inputs",
         type=_inputs,
         default=None,
@@ -344,7 +351,11 @@ def _network(args: argparse.Namespace) -> NetworkConfig:
     from training.network import NetworkConfig
 
     return NetworkConfig(
-        widths=args.widths, dropout=args.dropout, monotone=args.monotone, ensemble=args.ensemble
+        widths=args.widths,
+        dropout=args.dropout,
+        monotone=args.monotone,
+        ensemble=args.ensemble,
+        loss=args.loss,
     )
 
 

@@ -72,7 +72,11 @@ def test_the_headline_compares_the_network_with_every_baseline(
         best = max(row["roc_auc"][name] or 0.0 for name in BASELINES)
         assert row["network_at_or_above_every_baseline"] == (row["roc_auc"]["model"] >= best)
         assert set(row["cost"]) == {"model", "filter_floor"}
+        ece = row["expected_calibration_error"]
+        assert row["expected_calibration_error_target"] == 0.05
+        assert row["expected_calibration_error_over_target"] == round(max(ece - 0.05, 0.0), 4)
     table = format_headline(report)
+    assert "| ECE over 0.05 by |" in table
     assert "| gradient_boosting |" in table
     assert table.splitlines()[0] == "| method | A left out | B left out | C left out |"
 

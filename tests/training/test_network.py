@@ -56,6 +56,8 @@ def test_every_activation_is_one_the_numpy_path_supports() -> None:
         {"learning_rate": 0.0},
         {"ensemble": 0},
         {"ensemble": 17},
+        {"loss": "mae"},
+        {"loss": "binary_crossentropy", "output_activation": "linear"},
     ],
 )
 def test_invalid_configurations_are_refused(kwargs: dict) -> None:
@@ -146,3 +148,24 @@ def test_members_of_different_shapes_are_refused() -> None:
                 build_network(3, NetworkConfig(widths=(8, 5)), seed=0),
             ]
         )
+
+
+def test_cross_entropy_keeps_weighing_rows_the_sigmoid_is_confidently_wrong_about() -> None:
+    """Gradient of each loss with respect to the output's logit, for a busy row (target 1)
+    scored near 0 (logit -12) and one scored at 0.5 (logit 0): squared error all but ignores the
+    confidently wrong row, cross-entropy weighs it more than the undecided one."""
+    import keras
+    import tensorflow as tf
+
+    weight = {}
+    for loss in ("mse", "binary_crossentropy"):
+        model = build_network(3, NetworkConfig(widths=(8, 4), loss=loss), seed=3)
+        assert model.loss == loss
+        logits = tf.Variable([[-12.0], [0.0]])
+        with tf.GradientTape() as tape:
+            per_row = keras.losses.get(loss)(tf.ones((2, 1)), tf.sigmoid(logits))
+            total = tf.reduce_sum(per_row)
+        gradient = tape.gradient(total, logits).numpy()[:, 0]
+        weight[loss] = gradient[0] / gradient[1]
+    assert weight["mse"] < 1e-3
+    assert weight["binary_crossentropy"] > 1.9

@@ -110,6 +110,9 @@ def test_the_bundle_loads_and_its_card_describes_the_run(result: TrainResult) ->
     assert card["architecture"]["input_scaling"] == "log"
     assert bundle.scaler.log_offsets == log_offsets(DEFAULT_INPUTS, "log")
     assert options_from_card(card, Path("x")).input_scaling == "log"
+    assert card["architecture"]["loss"] == "mse"
+    card["architecture"]["loss"] = "binary_crossentropy"
+    assert options_from_card(card, Path("x")).network.loss == "binary_crossentropy"
     del card["architecture"]["input_scaling"]  # a card from before: trained on linear scaling
     assert options_from_card(card, Path("x")).input_scaling == "linear"
 
