@@ -75,15 +75,19 @@ ARTEMIS_BYTES_PER_MESSAGE = 2048
 
 FrameHandler = Callable[[str, bytes, AckToken | None], object]
 
-#: RabbitMQ: the receipt of the client id's lock queue, and how long to wait for it.
+#: Receipts waited for after CONNECT: the client id's lock queue (RabbitMQ), and the last topic
+#: SUBSCRIBE. A broker handles one connection's frames in order, so that receipt means every
+#: subscription is in place (RabbitMQ's queues declared and bound) before the link counts as
+#: connected and /readyz says ready: nothing published after "ready" misses nettel's queues.
 CLIENT_LOCK_RECEIPT = "nettel-client-id-lock"
-CLIENT_LOCK_TIMEOUT = 10.0
+SUBSCRIBED_RECEIPT = "nettel-subscribed"
+RECEIPT_TIMEOUT = 10.0
 
 
 class _Listener(stomp.ConnectionListener):
     def __init__(self, source: StompSource) -> None:
         self._source = source
-        self.lock_answered = threading.Event()
+        self._receipts: dict[str, threading.Event] = {}
         self.refusal: str | None = None  # the message of the broker's last ERROR frame
 
     def on_message(self, frame: stomp.utils.Frame) -> None:
@@ -91,10 +95,20 @@ class _Listener(stomp.ConnectionListener):
 
     def on_error(self, frame: stomp.utils.Frame) -> None:
         self.refusal = frame.headers.get("message") or str(frame.body)[:200]
+        for answered in self._receipts.values():  # no receipt follows a refused frame
+            answered.set()
 
     def on_receipt(self, frame: stomp.utils.Frame) -> None:
-        if frame.headers.get("receipt-id") == CLIENT_LOCK_RECEIPT:
-            self.lock_answered.set()
+        answered = self._receipts.get(frame.headers.get("receipt-id", ""))
+        if answered is not None:
+            answered.set()
+
+    def expect(self, receipt: str) -> threading.Event:
+        """A fresh event, set when the broker's RECEIPT for `receipt` arrives; forgets the last
+        ERROR frame's message."""
+        self.refusal = None
+        answered = self._receipts[receipt] = threading.Event()
+        return answered
 
 
 class StompSource:
@@ -111,6 +125,8 @@ class StompSource:
         log: logging.Logger | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if not topics:
+            raise ValueError("a StompSource needs at least one topic")
         self._topics = list(topics)
         self._clock = clock  # the wall clock messages' arrival is read on (`timestamp` is one)
         self._handler = handler
@@ -233,9 +249,19 @@ class StompSource:
             self._lock_client_id(connection, spec.client_id)
         self._generation += 1
         self._cumulative = all(target.ack == "client" for target in targets)
+        subscribed = self._listener.expect(SUBSCRIBED_RECEIPT)
         for number, target in enumerate(targets):
+            last = number == len(targets) - 1
+            headers = {**target.headers, "receipt": SUBSCRIBED_RECEIPT} if last else target.headers
             connection.subscribe(
-                target.destination, id=str(number), ack=target.ack, headers=target.headers
+                target.destination, id=str(number), ack=target.ack, headers=headers
+            )
+        answered, refusal = subscribed.wait(RECEIPT_TIMEOUT), self._listener.refusal
+        if refusal is not None or not answered:
+            destinations = ", ".join(target.destination for target in targets)
+            raise SubscriptionRefused(
+                f"SUBSCRIBE to {destinations} "
+                + (f"refused: {refusal}" if refusal else "unanswered")
             )
 
     def _lock_client_id(self, connection: BufferedConnection12, client_id: str) -> None:
@@ -243,13 +269,12 @@ class StompSource:
         feed), so a replica first declares the exclusive queue ``nettel.client.<client-id>``,
         which the broker grants one connection at a time: another holding it is refused."""
         listener = self._listener
-        listener.lock_answered.clear()
-        listener.refusal = None
+        answered = listener.expect(CLIENT_LOCK_RECEIPT)
         lock = f"/queue/nettel.client.{client_id}"
         headers = {"exclusive": "true", "durable": "false", "auto-delete": "true"}
         headers["receipt"] = CLIENT_LOCK_RECEIPT
         connection.subscribe(lock, id="client-id-lock", ack="auto", headers=headers)
-        if not listener.lock_answered.wait(CLIENT_LOCK_TIMEOUT):
+        if not answered.wait(RECEIPT_TIMEOUT):
             raise SubscriptionRefused(f"no answer to SUBSCRIBE {lock}")
         if listener.refusal is not None:
             raise SubscriptionRefused(

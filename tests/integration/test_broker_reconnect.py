@@ -144,7 +144,11 @@ def test_stop_returns_promptly_while_the_broker_is_away(activemq_factory, caplog
     broker = activemq_factory()
     address = [("127.0.0.1", broker.stomp_port)]
     source = StompSource(
-        BrokerAccess(address), [INGEST], lambda *frame: None, max_backoff_seconds=30.0
+        BrokerAccess(address),
+        [INGEST],
+        lambda *frame: None,
+        subscription=SubscriptionSpec(mode="plain"),
+        max_backoff_seconds=30.0,
     )
     publisher = TelemetryPublisher(BrokerAccess(address), TELEMETRY, max_backoff_seconds=30.0)
     threads_before = link_threads()

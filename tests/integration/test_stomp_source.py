@@ -3,6 +3,7 @@ as the messages' arrival lag."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -43,7 +44,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
     try:
         wait_for(lambda: source.connected, 20, what="connection")
 
-        def probe_received() -> bool:  # the broker may take the SUBSCRIBE after "connected"
+        def probe_received() -> bool:
             publisher.send(TOPIC, b"probe")
             return bool(received)
 
@@ -68,3 +69,31 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
         publisher.close()
         source.stop()
     assert source.unread_bytes() == 0  # disconnected
+
+
+def test_a_subscription_the_broker_refuses_is_not_counted_as_connected(
+    activemq: ActiveMQProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ActiveMQ answers a durable SUBSCRIBE to a queue with an ERROR and no RECEIPT: the source
+    must not call that connected (/readyz would say ready with nothing subscribed)."""
+    caplog.set_level(logging.WARNING, logger="nettel.stomp")
+    source = StompSource(
+        BrokerAccess([("127.0.0.1", activemq.stomp_port)]),
+        ["/queue/nettel.test.refused"],
+        lambda *frame: None,
+        subscription=SubscriptionSpec(mode="durable", client_id="refused"),
+        max_backoff_seconds=1.0,
+    )
+    source.start()
+    try:
+
+        def refusal_logged() -> bool:
+            return any(
+                "cannot durably subscribe to a Queue" in getattr(record, "reason", "")
+                for record in caplog.records
+            )
+
+        wait_for(refusal_logged, 30, what="the broker's refusal logged")
+        assert not source.connected
+    finally:
+        source.stop()
