@@ -140,7 +140,7 @@ def format_headline(report: dict[str, Any]) -> str:
             row["rows"],
             row["positives"],
             _cell(row["expected_calibration_error"]),
-            _cell(row.get("expected_calibration_error_over_target")),
+            _cell(row["expected_calibration_error_over_target"]),
         ]
         lines.append(
             f"| {family} | " + " | ".join(map(str, cells)) + " | "
