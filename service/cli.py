@@ -237,7 +237,7 @@ def _simulate_passcode(path: Path | None) -> str | None:
 def _run_simulate(args: argparse.Namespace) -> int:
     from simulation.demo_feed import run_demo_feed
 
-    if args.family != "A" or args.output is not None:
+    if args.family != "A" or args.output is not None or args.decisions is not None:
         return run_simulate_capture(args)
     if args.sites < 2 or args.backfill_minutes < 0:
         raise ConfigError("--sites must be >= 2 and --backfill-minutes >= 0")

@@ -394,6 +394,26 @@ def load_ns3() -> Any:
 def simulate_link(draw: LinkDraw) -> LinkMeasurement:
     """Run one link's ns-3 simulation (in this process) and collect what it measured."""
     scenario = load_ns3()
+    spec = link_spec(scenario, draw)
+    started = time.process_time()
+    result = scenario.RunLink(spec)
+    cpu = time.process_time() - started
+    delays = np.frombuffer(_copy(result.probe_delay_ms), dtype=np.float64)
+    return LinkMeasurement(
+        index=draw.index,
+        delay_ms=delays.reshape(draw.minutes, PROBES_PER_MINUTE).copy(),
+        bytes_out=np.array(list(result.bottleneck_bytes)),
+        bytes_in=np.array(list(result.bottleneck_bytes_in)),
+        queue_drops=np.array(list(result.queue_drops)),
+        flows_started=int(result.flows_started),
+        flows_completed=int(result.flows_completed),
+        events=int(result.events),
+        cpu_seconds=cpu,
+    )
+
+
+def link_spec(scenario: Any, draw: LinkDraw) -> Any:
+    """The C++ LinkScenario of `draw` (`scenario`: the namespace `load_ns3` returns)."""
     spec = scenario.LinkScenario()
     spec.rng_run = draw.run
     spec.minutes = draw.minutes
@@ -416,24 +436,14 @@ def simulate_link(draw: LinkDraw) -> LinkMeasurement:
     spec.probe_offset_s = draw.probe_offset_s
     spec.udp_bytes = UDP_BYTES
     for name, values in asdict(draw.traffic).items():
-        target = getattr(spec, name)
-        for value in np.asarray(values).tolist():
-            target.push_back(value)
-    started = time.process_time()
-    result = scenario.RunLink(spec)
-    cpu = time.process_time() - started
-    delays = np.frombuffer(_copy(result.probe_delay_ms), dtype=np.float64)
-    return LinkMeasurement(
-        index=draw.index,
-        delay_ms=delays.reshape(draw.minutes, PROBES_PER_MINUTE).copy(),
-        bytes_out=np.array(list(result.bottleneck_bytes)),
-        bytes_in=np.array(list(result.bottleneck_bytes_in)),
-        queue_drops=np.array(list(result.queue_drops)),
-        flows_started=int(result.flows_started),
-        flows_completed=int(result.flows_completed),
-        events=int(result.events),
-        cpu_seconds=cpu,
-    )
+        fill_vector(getattr(spec, name), values)
+    return spec
+
+
+def fill_vector(target: Any, values: Any) -> None:
+    """Append `values` (any array-like) to the C++ std::vector `target`."""
+    for value in np.asarray(values).tolist():
+        target.push_back(value)
 
 
 def _copy(vector: Any) -> bytes:

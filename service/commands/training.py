@@ -22,6 +22,12 @@ from service.commands.dataset import (
     local_archive,
     local_path,
 )
+from service.commands.decisions import (
+    add_evaluate_decision_options,
+    add_simulate_decision_options,
+    run_evaluate_decisions,
+    run_simulate_decisions,
+)
 from service.errors import ConfigError, NettelError
 from simulation.defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
 
@@ -206,6 +212,7 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction[argparse.Argumen
         "(leave_one_family_out.json)",
     )
     _add_earlier_bundle_option(evaluate)
+    add_evaluate_decision_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 
 
@@ -264,6 +271,7 @@ def add_simulate_capture_options(simulate: argparse.ArgumentParser) -> None:
         default=2,
         help="--family C: worker processes, each its own ns-3 simulator (default %(default)s)",
     )
+    add_simulate_decision_options(simulate)
 
 
 def run_simulate_capture(args: argparse.Namespace) -> int:
@@ -272,6 +280,8 @@ def run_simulate_capture(args: argparse.Namespace) -> int:
     from simulation.simulator_ns3 import CaptureRequest, write_capture
     from training.dataset import DEFAULT_START_MINUTE
 
+    if args.decisions is not None:
+        return run_simulate_decisions(args)
     if args.family != "C" or args.output is None:
         raise ConfigError("simulate: --output writes family C only: use --family C --output DIR")
     if args.minutes <= WINDOW_MINUTES:
@@ -559,6 +569,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from training.dataset import DataSource
     from training.evaluate import evaluate_all_links, evaluate_bundle, format_table
 
+    if args.decisions is not None:
+        return run_evaluate_decisions(args)
     if args.all_links and (args.perfsonar_dir is None or args.router_map is None):
         raise ConfigError("evaluate: --all-links needs --perfsonar-dir and --router-map")
     try:

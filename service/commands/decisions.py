@@ -1,0 +1,104 @@
+"""`nettel simulate --family C --decisions DIR` and `nettel evaluate --decisions DIR`: the
+decision benchmark (which candidate path gets a file across faster; docs/decisions.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from service.errors import ConfigError, NettelError
+
+#: Regular scenarios and herding scenarios `simulate --decisions` runs by default.
+DEFAULT_SCENARIOS = 4
+DEFAULT_HERDING_SCENARIOS = 2
+
+
+def add_simulate_decision_options(simulate: argparse.ArgumentParser) -> None:
+    simulate.add_argument(
+        "--decisions",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="--family C: run the decision benchmark's scenarios (every policy, each in an ns-3 "
+        "simulation of its own, and the oracle's re-simulations), appending to DIR/runs.jsonl; "
+        "resumes a stopped run",
+    )
+    simulate.add_argument(
+        "--scenarios",
+        type=int,
+        default=DEFAULT_SCENARIOS,
+        help="--decisions: regular scenarios (default %(default)s)",
+    )
+    simulate.add_argument(
+        "--herding-scenarios",
+        type=int,
+        default=DEFAULT_HERDING_SCENARIOS,
+        help="--decisions: scenarios whose requests alone would saturate one path "
+        "(default %(default)s)",
+    )
+    simulate.add_argument(
+        "--policies",
+        default=None,
+        help="--decisions: comma-separated policies (default: all)",
+    )
+    simulate.add_argument(
+        "--no-oracle",
+        dest="oracle",
+        action="store_false",
+        help="--decisions: skip the oracle's re-simulations",
+    )
+
+
+def run_simulate_decisions(args: argparse.Namespace) -> int:
+    from training.decisions.policies import POLICIES
+    from training.decisions.simulate import ScenarioKey, plan_jobs, simulate_decisions
+
+    if args.family != "C":
+        raise ConfigError("simulate: --decisions runs on family C's physics: add --family C")
+    if args.scenarios < 0 or args.herding_scenarios < 0 or args.processes < 1:
+        raise ConfigError("simulate: --scenarios, --herding-scenarios >= 0, --processes >= 1")
+    policies = tuple(POLICIES) if args.policies is None else tuple(args.policies.split(","))
+    unknown = sorted(set(policies) - set(POLICIES))
+    if unknown:
+        raise ConfigError(f"simulate: unknown --policies {unknown}; known: {sorted(POLICIES)}")
+    keys = [ScenarioKey(args.seed, i, False) for i in range(args.scenarios)]
+    keys += [ScenarioKey(args.seed, i, True) for i in range(args.herding_scenarios)]
+    jobs = plan_jobs(keys, policies, args.oracle)
+
+    def progress(done: int, total: int, seconds: float) -> None:
+        print(f"simulate: {done}/{total} decision runs ({seconds:.0f} s)", flush=True)
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        ran = simulate_decisions(args.decisions, jobs, args.processes, progress)
+    except (ValueError, RuntimeError, OSError) as error:
+        raise ConfigError(f"simulate: {error}") from None
+    print(f"simulate: {ran} runs added to {args.decisions} ({len(jobs) - ran} already there)")
+    return 0
+
+
+def add_evaluate_decision_options(evaluate: argparse.ArgumentParser) -> None:
+    evaluate.add_argument(
+        "--decisions",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="print the decision benchmark's transfer times by policy from DIR/runs.jsonl "
+        "(`nettel simulate --family C --decisions DIR`); several DIRs are pooled",
+    )
+
+
+def run_evaluate_decisions(args: argparse.Namespace) -> int:
+    from training.decisions.report import decision_report, format_figures
+
+    try:
+        report = decision_report(args.decisions)
+    except (ValueError, KeyError, NettelError) as error:
+        raise ConfigError(f"evaluate: {error}") from None
+    for kind, figures in report.items():
+        print(format_figures(figures, f"{kind} scenarios ({', '.join(map(str, args.decisions))})"))
+        print()
+    return 0

@@ -1,0 +1,71 @@
+"""`nettel evaluate --decisions`: figures by policy from a runs file (tests/data/decisions)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.cli import main
+from training.decisions.report import decision_report
+
+
+def write_runs(directory: Path) -> Path:
+    """Two policies over one regular scenario of 25 minutes, and the oracle of request 0."""
+
+    def outcomes(durations: list[float | None]) -> list[dict[str, object]]:
+        return [
+            {"request": r, "arrival_s": 600.0 + r, "size_bytes": 1e6, "path": 0,
+             "completion_s": None if d is None else 600.0 + r + d, "view": None,
+             "duration_s": d}
+            for r, d in enumerate(durations)
+        ]  # fmt: skip
+
+    scenario = {"seed": 2, "index": 0, "herding": False}
+    summary = {"minutes": 25}
+    lines = [
+        {"job": "scenario-2-000/static", "scenario": scenario, "policy": "static",
+         "outcomes": outcomes([10.0, 20.0, 30.0, 40.0]), "summary": summary},
+        {"job": "scenario-2-000/served", "scenario": scenario, "policy": "served",
+         "outcomes": outcomes([4.0, 5.0, 6.0, None]), "summary": summary},
+        {"job": "scenario-2-000/oracle/0/0", "scenario": scenario, "policy": "oracle",
+         "request": 0, "path": 0, "duration_s": 3.0},
+        {"job": "scenario-2-000/oracle/0/1", "scenario": scenario, "policy": "oracle",
+         "request": 0, "path": 1, "duration_s": 2.0},
+    ]  # fmt: skip
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "runs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return directory
+
+
+def test_figures_count_censored_transfers_until_the_end_and_compare_on_the_same_requests(
+    tmp_path: Path,
+) -> None:
+    figures = {f.policy: f for f in decision_report([write_runs(tmp_path)])["regular"]}
+    served, static, oracle = figures["served"], figures["static"], figures["oracle"]
+    # request 3 is still running at the end (1500 s): it counts 1500 - 603 = 897 s
+    assert served.censored == 1
+    assert served.mean_s == pytest.approx((4 + 5 + 6 + 897) / 4)
+    assert static.mean_s == 25.0
+    assert oracle.mean_s == 2.0  # the faster of the two re-simulated candidates
+    assert served.oracle_ratio == pytest.approx(4.0 / 2.0)
+    assert static.oracle_ratio == pytest.approx(10.0 / 2.0)
+    assert served.mean_gain_over_static == pytest.approx(1 - 228.0 / 25.0)
+
+
+def test_evaluate_decisions_prints_a_table_per_scenario_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evaluate", "--decisions", str(write_runs(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "regular scenarios" in out
+    assert "| served | 4 (1 cut) | 228.00 |" in out
+    assert "| oracle | 1 | 2.00 |" in out
+
+
+def test_evaluate_decisions_names_a_missing_runs_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evaluate", "--decisions", str(tmp_path)]) == 2
+    assert "runs.jsonl does not exist" in capsys.readouterr().err

@@ -1,0 +1,95 @@
+"""How each policy picks a source among the candidates: pure functions of what it can see.
+
+Every policy reads the cost matrix as served at the moment of the request (`ViewHistory.at`),
+or as a scheduler sees it later (`stale_at`, through Rucio's mirror), and picks the candidate
+with the lowest score; ties are broken at random (seeded), as Rucio's ranking leaves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from training.decisions.rucio_mirror import RucioMirror
+from training.decisions.served_view import CandidateView, ViewHistory
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a policy picked, and from which view."""
+
+    path: int
+    view: CandidateView | None
+
+
+#: (request arrival s, history, Rucio mirror, rng) -> choice
+Policy = Callable[[float, ViewHistory, RucioMirror, np.random.Generator], Choice]
+
+
+def lowest(scores: np.ndarray, rng: np.random.Generator) -> int:
+    """Index of the lowest score (NaN: no data, ranked last), ties broken at random.
+
+    >>> lowest(np.array([0.3, 0.1, np.nan]), np.random.default_rng(0))
+    1
+    """
+    ranked = np.where(np.isnan(scores), np.inf, scores)
+    best = np.flatnonzero(ranked == ranked.min())
+    return int(rng.choice(best))
+
+
+def _by(score: Callable[[CandidateView], np.ndarray]) -> Policy:
+    def choose(
+        t: float, history: ViewHistory, mirror: RucioMirror, rng: np.random.Generator
+    ) -> Choice:
+        view = history.at(t)
+        k = len(history.views[0].cost)
+        if view is None:
+            return Choice(int(rng.integers(k)), None)
+        return Choice(lowest(score(view), rng), view)
+
+    return choose
+
+
+def _random(
+    t: float, history: ViewHistory, mirror: RucioMirror, rng: np.random.Generator
+) -> Choice:
+    return Choice(int(rng.integers(len(history.views[0].cost))), history.at(t))
+
+
+def _stale_served(
+    t: float, history: ViewHistory, mirror: RucioMirror, rng: np.random.Generator
+) -> Choice:
+    view = history.at(mirror.synced_at(t))
+    if view is None:
+        return _random(t, history, mirror, rng)
+    return Choice(lowest(view.cost, rng), history.at(t))
+
+
+def _through_rucio(
+    t: float, history: ViewHistory, mirror: RucioMirror, rng: np.random.Generator
+) -> Choice:
+    return Choice(lowest(mirror.distances_at(t, history).astype(float), rng), history.at(t))
+
+
+POLICIES: dict[str, Policy] = {
+    "random": _random,
+    "static": _by(lambda view: view.min_delay_ms),
+    "no_model": _by(lambda view: view.no_model_cost),
+    "served": _by(lambda view: view.cost),
+    "utilisation": _by(lambda view: np.nan_to_num(view.utilisation)),
+    "served_stale": _stale_served,
+    "rucio": _through_rucio,
+}
+#: What each policy means, for reports.
+DESCRIPTIONS = {
+    "random": "random candidate",
+    "static": "static: lowest all-time minimum delay (a static distance table)",
+    "no_model": "no model: cost with the filter's floor",
+    "served": "nettel's served cost, fresh",
+    "utilisation": "the utilisation estimate alone",
+    "served_stale": "served cost as late as Rucio sees it (sync interval + 300 s cache)",
+    "rucio": "through Rucio: rucio-sync's distances (defaults), ordered as the conveyor does",
+    "oracle": "oracle: the fastest candidate in hindsight (re-simulated; sampled requests)",
+}
