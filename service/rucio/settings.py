@@ -7,18 +7,22 @@ and the two often share a host or an environment file.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from service.config import Address, parse_address
+from service.config import Address, parse_address, setting_name
 from service.rucio.distances import PenaltyPolicy
 from service.rucio.sync import SyncOptions
 
 DEFAULT_POLICY = PenaltyPolicy()
+#: Seconds between syncs: a cost change is written within this (plus the sync's time) and seen by
+#: Rucio's conveyor within another 300 s (its distance cache).
+DEFAULT_INTERVAL_SECONDS = 60.0
 
 
 class RucioSyncSettings(BaseSettings):
@@ -47,10 +51,24 @@ class RucioSyncSettings(BaseSettings):
     calm_cost: float = Field(
         DEFAULT_POLICY.calm_cost, ge=0, lt=1, description="costs up to this give no penalty"
     )
+    fine_cost: float = Field(
+        DEFAULT_POLICY.fine_cost,
+        ge=0,
+        lt=1,
+        description="from calm_cost up to this cost the penalty climbs one step per doubling of "
+        "the cost, then linearly to max_penalty at 1 (0: linear from calm_cost)",
+    )
     min_change: int = Field(
         DEFAULT_POLICY.min_change,
         ge=1,
-        description="smaller changes are not written, except a return to the baseline",
+        description="changes of fewer steps are not written, except a return to the baseline",
+    )
+    hysteresis: float = Field(
+        DEFAULT_POLICY.hysteresis,
+        ge=0,
+        lt=1,
+        description="a new step is written once the cost is this share of a step past its "
+        "boundary (no flapping at a boundary)",
     )
     add_missing: bool = Field(
         False, description="add a distance row to pairs that have none (makes new sources eligible)"
@@ -61,7 +79,10 @@ class RucioSyncSettings(BaseSettings):
         description="baseline of an added row that baselines does not give",
     )
     interval: float = Field(
-        300.0, gt=0, le=86_400, description="seconds between syncs (after a failed one: sooner)"
+        DEFAULT_INTERVAL_SECONDS,
+        gt=0,
+        le=86_400,
+        description="seconds between syncs (after a failed one: sooner)",
     )
     concurrency: int = Field(
         SyncOptions.concurrency, ge=1, le=64, description="Rucio requests in flight"
@@ -96,5 +117,24 @@ class RucioSyncSettings(BaseSettings):
             raise ValueError(f"file {value} does not exist")
         return value
 
+    @model_validator(mode="after")
+    def _check_penalty_policy(self) -> RucioSyncSettings:
+        if self.fine_cost > self.calm_cost and self.calm_cost == 0:
+            raise ValueError(
+                f"{setting_name('fine_cost', RucioSyncSettings)} {self.fine_cost} needs "
+                f"{setting_name('calm_cost', RucioSyncSettings)} above 0 (its steps double the "
+                "cost from there); a fine cost of 0 gives the linear mapping"
+            )
+        steps = math.log2(self.fine_cost / self.calm_cost) if self.fine_cost > self.calm_cost else 0
+        if self.max_penalty < steps:
+            raise ValueError(
+                f"{setting_name('max_penalty', RucioSyncSettings)} {self.max_penalty} is below "
+                f"the {steps:.2f} steps from calm_cost {self.calm_cost} to fine_cost "
+                f"{self.fine_cost} (one per doubling)"
+            )
+        return self
+
     def penalty_policy(self) -> PenaltyPolicy:
-        return PenaltyPolicy(self.max_penalty, self.calm_cost, self.min_change)
+        return PenaltyPolicy(
+            self.max_penalty, self.calm_cost, self.min_change, self.fine_cost, self.hysteresis
+        )

@@ -39,6 +39,7 @@ from service.rucio.distances import (
     decode_state,
     encode_state,
     plan_visits,
+    reread_slice,
     rse_pairs,
     site_costs,
     with_pending,
@@ -49,6 +50,11 @@ NETTEL_ATTEMPTS = 3
 NETTEL_BACKOFF_SECONDS = 1.0
 #: After a failed sync the loop tries again after 10 s, 20 s, ... (at most --interval).
 RETRY_FIRST_SECONDS = 10.0
+#: Each sync reads again the managed pairs of one slice in this many (a rotation), so a distance
+#: changed behind rucio-sync's back is repaired within this many syncs.
+REREAD_SYNCS = 10
+#: Pairs whose distance should change that one sync visits at most (a read and a write each).
+MAX_CHANGES = 2000
 
 log = logging.getLogger("nettel.rucio_sync")
 
@@ -67,6 +73,11 @@ class SyncOptions:
     concurrency: int = 4
     dry_run: bool = False
     nettel_timeout: float = 30.0
+    #: Every managed pair is read again once in this many syncs (drift repair).
+    reread_syncs: int = REREAD_SYNCS
+    #: At most this many pairs whose distance should change are visited per sync (largest
+    #: changes first; the others at the next sync), so that a sync stays within a minute.
+    max_changes: int = MAX_CHANGES
 
 
 @dataclass
@@ -83,6 +94,9 @@ class SyncReport:
     adopted: int = 0
     no_row: int = 0
     penalised: int = 0
+    reread: int = 0
+    drifted: int = 0
+    deferred: int = 0
     errors: int = 0
     requests: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
@@ -271,16 +285,13 @@ class RucioSync:
             len(rse_sites), len(pairs), len(costs)
         )  # fmt: skip
         now = time.time()
-        visits = plan_visits(
-            pairs,
-            rse_sites,
-            costs,
-            self.state,
-            options.policy,
-            baselines=options.baselines,
-            add_missing=options.add_missing,
-            now=now,
-        )
+        managed = self.state.pairs.keys()
+        reread = reread_slice(managed, self.state.syncs, options.reread_syncs)
+        self.state.syncs += 1
+        changes = len(self._plan(pairs, rse_sites, costs, now, set(), None))
+        report.deferred = max(0, changes - options.max_changes)
+        visits = self._plan(pairs, rse_sites, costs, now, reread, options.max_changes)
+        report.reread = sum(visit.pair in reread for visit in visits)
         report.visited = len(visits)
         decisions = self._read(visits, report, now)
         writes = [(pair, decision) for pair, decision in decisions if decision.write is not None]
@@ -288,11 +299,33 @@ class RucioSync:
             self._print_plan(writes)
         elif writes:
             self._write(writes, report)
-        elif visits:
-            self._save()  # what was read: baselines, rows found missing
+        elif visits or self.state.pairs:
+            self._save()  # what was read (baselines, rows found missing), the rotation's turn
         report.penalised = sum(r.distance > r.baseline for r in self.state.pairs.values())
         self.metrics.pairs.labels("managed").set(len(self.state.pairs))
         self.metrics.pairs.labels("penalised").set(report.penalised)
+
+    def _plan(
+        self,
+        pairs: list[Pair],
+        rse_sites: Mapping[str, str],
+        costs: Mapping[tuple[str, str], float],
+        now: float,
+        reread: set[Pair],
+        max_changes: int | None,
+    ) -> list[Visit]:
+        return plan_visits(
+            pairs,
+            rse_sites,
+            costs,
+            self.state,
+            self.options.policy,
+            baselines=self.options.baselines,
+            add_missing=self.options.add_missing,
+            now=now,
+            reread=reread,
+            max_changes=max_changes,
+        )
 
     def _read(
         self, visits: list[Visit], report: SyncReport, now: float
@@ -308,6 +341,7 @@ class RucioSync:
         decisions = []
         failed: list[tuple[Pair, object]] = []
         adopted: list[tuple[Pair, object]] = []
+        drifted: list[tuple[Pair, object]] = []
         for visit, observed in self._pool.map(read, visits):
             if isinstance(observed, RucioRequestError):
                 report.errors += 1
@@ -331,11 +365,20 @@ class RucioSync:
             if decision.adopted:
                 report.adopted += 1
                 adopted.append((visit.pair, f"now {decision.record.baseline}"))
+            if decision.drifted:
+                report.drifted += 1
+                drifted.append(
+                    (visit.pair, f"{observed}, not {self.state.pairs[visit.pair].distance}")
+                )
             self.state.missing.pop(visit.pair, None)
             self.state.pairs[visit.pair] = decision.record
             decisions.append((visit.pair, decision))
         log_once_per_sync("distance read(s) failed", failed)
         log_once_per_sync("distance(s) set outside rucio-sync became their baseline", adopted)
+        log_once_per_sync(
+            "distance(s) held an earlier value of rucio-sync's own (a restored database, a "
+            "reset): corrected", drifted
+        )  # fmt: skip
         return decisions
 
     def _write(self, writes: list[tuple[Pair, Decision]], report: SyncReport) -> None:

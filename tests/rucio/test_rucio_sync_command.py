@@ -21,6 +21,17 @@ from tests.deploy.support import DOCS, RUCIO_SYNC_PREFIX, docs_metric_names, fam
         (["--min-change", "0"], "--min-change / NETTEL_RUCIO_SYNC_MIN_CHANGE: Input should be"),
         (["--calm-cost", "1"], "--calm-cost / NETTEL_RUCIO_SYNC_CALM_COST: Input should be less"),
         (["--interval", "0"], "--interval / NETTEL_RUCIO_SYNC_INTERVAL: Input should be greater"),
+        (["--fine-cost", "1"], "--fine-cost / NETTEL_RUCIO_SYNC_FINE_COST: Input should be less"),
+        (["--hysteresis", "-0.1"], "--hysteresis / NETTEL_RUCIO_SYNC_HYSTERESIS: Input should"),
+        (
+            ["--calm-cost", "0"],
+            "--fine-cost / NETTEL_RUCIO_SYNC_FINE_COST 0.2 needs --calm-cost / "
+            "NETTEL_RUCIO_SYNC_CALM_COST above 0",
+        ),
+        (
+            ["--max-penalty", "5"],
+            "--max-penalty / NETTEL_RUCIO_SYNC_MAX_PENALTY 5 is below the 5.32 steps",
+        ),
         (["--concurrency", "0"], "--concurrency / NETTEL_RUCIO_SYNC_CONCURRENCY: Input should"),
         (
             ["--metrics-listen", "9100"],
@@ -60,13 +71,13 @@ def test_a_missing_state_dir_names_the_flag_and_the_variable(capsys):
 def test_variables_set_what_flags_do_not_and_flags_win(tmp_path, monkeypatch):
     monkeypatch.setenv("NETTEL_RUCIO_SYNC_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("NETTEL_RUCIO_SYNC_METRICS_LISTEN", "127.0.0.1:9311")
-    monkeypatch.setenv("NETTEL_RUCIO_SYNC_INTERVAL", "60")
+    monkeypatch.setenv("NETTEL_RUCIO_SYNC_INTERVAL", "30")
     monkeypatch.setenv("NETTEL_INTERVAL", "5")  # nettel serve's: not rucio-sync's
     settings = RucioSyncSettings(interval="120")
     assert (settings.state_dir, settings.metrics_listen) == (tmp_path, ("127.0.0.1", 9311))
     assert settings.interval == 120.0
     monkeypatch.delenv("NETTEL_RUCIO_SYNC_INTERVAL")
-    assert RucioSyncSettings().interval == 300.0
+    assert RucioSyncSettings().interval == 60.0
 
 
 def test_a_bad_baseline_file_is_named(tmp_path, capsys):
