@@ -33,8 +33,9 @@ from simulation.simulator_ns3 import (
 
 DECISIONS_SOURCE = Path(__file__).with_name("ns3_decisions.cpp")
 CANDIDATES = (2, 5)
-#: Minutes before the first request: the served view's all-time minimum settles.
-WARMUP_MINUTES = 5
+#: Minutes before the first request: every path's 32-minute window fills, so the served view has
+#: the model's estimate for it (its features need the whole window), as on a running service.
+WARMUP_MINUTES = 32
 #: Minutes during which requests arrive.
 REQUEST_MINUTES = 15
 #: Minutes after the last request for transfers in flight to finish (then they are censored).

@@ -17,6 +17,9 @@ monotone non-decreasing in utilisation, loss and delay above the link's minimum.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import numpy as np
 
 LOSS_SCALE = 0.01
@@ -52,3 +55,36 @@ def compute_cost(
         floor = np.where(np.isnan(congestion_probability), floor, congestion_probability)
     cost: np.ndarray = np.clip(np.maximum(combined, floor), 0.0, 1.0)
     return cost
+
+
+Form = Literal["linear", "log"]
+
+
+@dataclass(frozen=True)
+class CostShape:
+    """h = w_u U^power + w_l f_l(loss) + w_d f_d(excess delay) + w_p P; f "linear": loss / 0.01,
+    delay / 20 ms; "log": log(1 + loss / 0.001), log(1 + delay / 5 ms)."""
+
+    utilisation_power: int
+    loss_form: Form
+    delay_form: Form
+    utilisation_weight: float
+    loss_weight: float
+    delay_weight: float
+    probability_weight: float
+
+
+def hazard_terms(
+    shape: CostShape,
+    utilisation: np.ndarray,
+    loss: np.ndarray,
+    excess_delay_ms: np.ndarray,
+    probability: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The four transformed inputs, unweighted (NaN counts as 0: no evidence of trouble)."""
+    u = np.clip(np.nan_to_num(utilisation), 0.0, 1.0) ** shape.utilisation_power
+    lost = np.clip(np.nan_to_num(loss), 0.0, 1.0)
+    excess = np.clip(np.nan_to_num(excess_delay_ms), 0.0, None)
+    loss_term = lost / 0.01 if shape.loss_form == "linear" else np.log1p(lost / 0.001)
+    delay_term = excess / 20.0 if shape.delay_form == "linear" else np.log1p(excess / 5.0)
+    return u, loss_term, delay_term, np.clip(np.nan_to_num(probability), 0.0, 1.0)

@@ -89,11 +89,20 @@ def add_evaluate_decision_options(evaluate: argparse.ArgumentParser) -> None:
         help="print the decision benchmark's transfer times by policy from DIR/runs.jsonl "
         "(`nettel simulate --family C --decisions DIR`); several DIRs are pooled",
     )
+    evaluate.add_argument(
+        "--fit-cost",
+        action="store_true",
+        help="with --decisions: apply docs/decisions.md's rule to the runs' transfers: every "
+        "candidate cost shape's leave-one-scenario-out error, the chosen shape's weights and "
+        "whether it is shipped",
+    )
 
 
 def run_evaluate_decisions(args: argparse.Namespace) -> int:
     from training.decisions.report import decision_report, format_figures
 
+    if args.fit_cost:
+        return _fit_cost(args.decisions)
     try:
         report = decision_report(args.decisions)
     except (ValueError, KeyError, NettelError) as error:
@@ -101,4 +110,18 @@ def run_evaluate_decisions(args: argparse.Namespace) -> int:
     for kind, figures in report.items():
         print(format_figures(figures, f"{kind} scenarios ({', '.join(map(str, args.decisions))})"))
         print()
+    return 0
+
+
+def _fit_cost(directories: list[Path]) -> int:
+    from training.decisions.cost_fit import choose_shape, format_fit, outcome_rows
+    from training.decisions.report import read_runs
+
+    try:
+        rows = outcome_rows([line for d in directories for line in read_runs(d)])
+        if len(rows) == 0:
+            raise ValueError("no completed transfer with a served view in the runs")
+        print(format_fit(choose_shape(rows)))
+    except (ValueError, KeyError) as error:
+        raise ConfigError(f"evaluate: {error}") from None
     return 0

@@ -73,6 +73,24 @@ def _through_rucio(
     return Choice(lowest(mirror.distances_at(t, history).astype(float), rng), history.at(t))
 
 
+def hand_set_cost(view: CandidateView) -> np.ndarray:
+    """The cost nettel served before it was fitted to transfer outcomes (docs/decisions.md):
+    max(1 - (1 - U^4)(1 - L)(1 - D), P) with L = 1 - exp(-loss / 0.01) and
+    D = 1 - exp(-delay above the minimum / 20 ms); kept to compare the fitted cost against.
+
+    >>> nan = np.array([np.nan])
+    >>> view = CandidateView(0.0, nan, nan, np.array([0.5]), np.array([0.02]), np.array([0.01]),
+    ...                      np.array([20.0]), nan)
+    >>> round(float(hand_set_cost(view)[0]), 6)  # 1 - 0.9375 exp(-2)
+    0.873123
+    """
+    u = np.clip(np.nan_to_num(view.utilisation), 0.0, 1.0) ** 4
+    loss = np.clip(np.nan_to_num(view.loss), 0.0, None) / 0.01
+    excess = np.clip(np.nan_to_num(view.excess_delay_ms), 0.0, None) / 20.0
+    combined = 1.0 - (1.0 - u) * np.exp(-loss - excess)
+    return np.maximum(combined, np.nan_to_num(view.congestion_probability))
+
+
 POLICIES: dict[str, Policy] = {
     "random": _random,
     "static": _by(lambda view: view.min_delay_ms),
@@ -81,6 +99,7 @@ POLICIES: dict[str, Policy] = {
     "utilisation": _by(lambda view: np.nan_to_num(view.utilisation)),
     "served_stale": _stale_served,
     "rucio": _through_rucio,
+    "hand_set": _by(hand_set_cost),
 }
 #: What each policy means, for reports.
 DESCRIPTIONS = {
@@ -91,5 +110,6 @@ DESCRIPTIONS = {
     "utilisation": "the utilisation estimate alone",
     "served_stale": "served cost as late as Rucio sees it (sync interval + 300 s cache)",
     "rucio": "through Rucio: rucio-sync's distances (defaults), ordered as the conveyor does",
+    "hand_set": "the hand-set cost served before the fit (utilisation^4, 0.01, 20 ms)",
     "oracle": "oracle: the fastest candidate in hindsight (re-simulated; sampled requests)",
 }

@@ -21,7 +21,7 @@ from service.rucio.settings import RucioSyncSettings
 from simulation.decision_world import DecisionScenario, DecisionWorld
 from training.decisions.policies import POLICIES, Choice
 from training.decisions.rucio_mirror import RUCIO_CACHE_SECONDS, RucioMirror
-from training.decisions.served_view import ServedView, ViewHistory
+from training.decisions.served_view import PUBLISH_LAG_S, ServedView, ViewHistory
 
 #: Requests per scenario whose oracle is found by re-simulation.
 ORACLE_SAMPLE = 2
@@ -62,6 +62,86 @@ def rucio_mirror(scenario: DecisionScenario, interval_s: float | None = None) ->
     )
 
 
+class ClosedLoop:
+    """A scenario's ns-3 world and the view nettel serves of it, advanced minute by minute.
+
+    Until the first request every policy's run is the same, so a caller may warm a loop up once
+    and fork the process for each policy (`training.decisions.simulate`).
+    """
+
+    def __init__(
+        self, scenario: DecisionScenario, predictor: UtilisationPredictor, first_minute: int
+    ) -> None:
+        self.scenario = scenario
+        self.world = DecisionWorld(scenario)
+        self.served = ServedView(scenario, predictor, first_minute)
+        self.history = ViewHistory()
+        self.minute = 0
+
+    def warm_up(self) -> None:
+        """Advance through the minutes before the first request."""
+        while 60.0 * (self.minute + 1) + PUBLISH_LAG_S <= self.scenario.request_start_s:
+            self.advance()
+
+    def advance(self) -> None:
+        """Run the current minute and publish its view (PUBLISH_LAG_S after its end)."""
+        self.world.run_until(60.0 * (self.minute + 1) + PUBLISH_LAG_S)
+        delays = self.world.minute_delays(self.minute)
+        self.history.views.append(self.served.publish(self.minute, delays))
+        self.minute += 1
+
+    def close(self) -> None:
+        self.world.close()
+
+    def __enter__(self) -> ClosedLoop:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def follow_policy(
+    loop: ClosedLoop, policy: str, *, forced: tuple[int, int] | None = None
+) -> list[Outcome]:
+    """Run `loop` to its end with `policy` picking the sources; `forced` = (request, path)
+    puts one request on a given path and stops once it has finished (an oracle probe)."""
+    scenario, world, history = loop.scenario, loop.world, loop.history
+    choose = POLICIES[policy]
+    rng = np.random.default_rng([scenario.choice_seed, sum(map(ord, policy))])
+    mirror = rucio_mirror(scenario)
+    requests = scenario.requests
+    chosen: list[tuple[int, Choice, int]] = []
+    next_request = int(np.searchsorted(requests.arrival_s, 60.0 * loop.minute + PUBLISH_LAG_S))
+    if next_request:
+        raise ValueError("requests arrived during the warm-up: they would have no policy")
+    while loop.minute < scenario.minutes:
+        publish_s = 60.0 * (loop.minute + 1) + PUBLISH_LAG_S
+        while next_request < len(requests) and requests.arrival_s[next_request] < publish_s:
+            arrival = float(requests.arrival_s[next_request])
+            if forced is not None and forced[0] == next_request:
+                choice = Choice(forced[1], history.at(arrival))
+            else:
+                choice = choose(arrival, history, mirror, rng)
+            size = float(requests.bytes[next_request])
+            transfer = world.start_transfer(choice.path, arrival, size)
+            chosen.append((next_request, choice, transfer))
+            next_request += 1
+        loop.advance()
+        if forced is not None and _finished(world, chosen, forced[0]):
+            break
+    return [
+        Outcome(
+            request=r,
+            arrival_s=float(requests.arrival_s[r]),
+            size_bytes=float(requests.bytes[r]),
+            path=choice.path,
+            completion_s=world.completion_s(transfer),
+            view=None if choice.view is None else choice.view.record(),
+        )
+        for r, choice, transfer in chosen
+    ]
+
+
 def run_policy(
     scenario: DecisionScenario,
     policy: str,
@@ -70,44 +150,10 @@ def run_policy(
     *,
     forced: tuple[int, int] | None = None,
 ) -> list[Outcome]:
-    """Every request's outcome when `policy` picks the sources; `forced` = (request, path)
-    puts one request on a given path and stops once it has finished (an oracle probe)."""
-    choose = POLICIES[policy]
-    rng = np.random.default_rng([scenario.choice_seed, sum(map(ord, policy))])
-    served = ServedView(scenario, predictor, first_minute)
-    history = ViewHistory()
-    mirror = rucio_mirror(scenario)
-    requests = scenario.requests
-    chosen: list[tuple[int, Choice, int]] = []
-    next_request = 0
-    with DecisionWorld(scenario) as world:
-        for minute in range(scenario.minutes):
-            publish_s = 60.0 * (minute + 1)
-            while next_request < len(requests) and requests.arrival_s[next_request] < publish_s:
-                arrival = float(requests.arrival_s[next_request])
-                if forced is not None and forced[0] == next_request:
-                    choice = Choice(forced[1], history.at(arrival))
-                else:
-                    choice = choose(arrival, history, mirror, rng)
-                size = float(requests.bytes[next_request])
-                transfer = world.start_transfer(choice.path, arrival, size)
-                chosen.append((next_request, choice, transfer))
-                next_request += 1
-            world.run_until(publish_s + 2.0)
-            history.views.append(served.publish(minute, world.minute_delays(minute)))
-            if forced is not None and _finished(world, chosen, forced[0]):
-                break
-        return [
-            Outcome(
-                request=r,
-                arrival_s=float(requests.arrival_s[r]),
-                size_bytes=float(requests.bytes[r]),
-                path=choice.path,
-                completion_s=world.completion_s(transfer),
-                view=None if choice.view is None else choice.view.record(),
-            )
-            for r, choice, transfer in chosen
-        ]
+    """Every request's outcome when `policy` picks the sources (one whole run here)."""
+    with ClosedLoop(scenario, predictor, first_minute) as loop:
+        loop.warm_up()
+        return follow_policy(loop, policy, forced=forced)
 
 
 def _finished(world: DecisionWorld, chosen: list[tuple[int, Choice, int]], request: int) -> bool:
@@ -121,15 +167,6 @@ def oracle_sample(scenario: DecisionScenario) -> list[int]:
     return sorted(rng.choice(n, min(ORACLE_SAMPLE, n), replace=False).tolist()) if n else []
 
 
-def oracle_probe(
-    scenario: DecisionScenario,
-    request: int,
-    path: int,
-    predictor: UtilisationPredictor,
-    first_minute: int,
-) -> float | None:
-    """Request `request`'s transfer time when put on `path` (the rest as the base policy)."""
-    outcomes = run_policy(
-        scenario, ORACLE_BASE_POLICY, predictor, first_minute, forced=(request, path)
-    )
+def oracle_duration(outcomes: list[Outcome], request: int) -> float | None:
+    """The forced request's transfer time in an oracle probe's outcomes."""
     return next(o.duration_s for o in outcomes if o.request == request)

@@ -1,14 +1,16 @@
 """`nettel simulate --family C --decisions DIR`: every policy's runs, in worker processes.
 
 Each job is one policy's closed-loop run of one scenario, or one oracle probe (a sampled request
-forced onto one candidate). Jobs run in `processes` spawned workers (ns-3's simulator is one per
-process) and each finished job is appended as one JSON line to DIR/runs.jsonl, so a stopped run
-resumes where it stopped: jobs already in the file are not run again.
+forced onto one candidate). A scenario's jobs run in one of `processes` spawned workers (ns-3's
+simulator is one per process): the worker simulates the warm-up once, then forks a child per
+job from there. Each scenario's lines are appended to DIR/runs.jsonl as it finishes, so a
+stopped run resumes where it stopped: jobs already in the file are not run again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -21,7 +23,13 @@ from service.config import DEFAULT_BUNDLE
 from service.model.bundle import ModelBundle, load_bundle
 from simulation.decision_world import draw_scenario
 from training.dataset import DEFAULT_START_MINUTE
-from training.decisions.run import oracle_probe, oracle_sample, run_policy
+from training.decisions.run import (
+    ORACLE_BASE_POLICY,
+    ClosedLoop,
+    follow_policy,
+    oracle_duration,
+    oracle_sample,
+)
 
 RUNS_FILE = "runs.jsonl"
 MANIFEST = "decisions.json"
@@ -68,24 +76,61 @@ def plan_jobs(keys: list[ScenarioKey], policies: tuple[str, ...], oracle: bool) 
 _PREDICTOR: ModelBundle | None = None
 
 
-def run_job(job: Job) -> dict[str, Any]:
-    """One job in this process: its JSON line."""
+def run_scenario(jobs: list[Job]) -> list[dict[str, Any]]:
+    """The jobs of one scenario in this process: the loop is warmed up once, then each job runs
+    in a forked child from that point (the children's worlds are copies; this one's stays at
+    the end of the warm-up); their JSON lines."""
     global _PREDICTOR
     if _PREDICTOR is None:
         _PREDICTOR = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
-    key = job.scenario
+    key = jobs[0].scenario
     scenario = draw_scenario(key.seed, key.index, key.herding)
     started = time.process_time()
-    line: dict[str, Any] = {"job": job.key, "scenario": asdict(key), "policy": job.policy}
+    with ClosedLoop(scenario, _PREDICTOR, DEFAULT_START_MINUTE) as loop:
+        loop.warm_up()
+        warm_cpu = time.process_time() - started
+        return [
+            in_child(lambda job=job: _line(loop, job)) | {"warm_up_cpu_seconds": round(warm_cpu, 2)}
+            for job in jobs
+        ]
+
+
+def _line(loop: ClosedLoop, job: Job) -> dict[str, Any]:
+    started = time.process_time()
+    line: dict[str, Any] = {"job": job.key, "scenario": asdict(job.scenario), "policy": job.policy}
     if job.policy == "oracle":
-        duration = oracle_probe(scenario, job.request, job.path, _PREDICTOR, DEFAULT_START_MINUTE)
+        outcomes = follow_policy(loop, ORACLE_BASE_POLICY, forced=(job.request, job.path))
+        duration = oracle_duration(outcomes, job.request)
         line |= {"request": job.request, "path": job.path, "duration_s": duration}
     else:
-        outcomes = run_policy(scenario, job.policy, _PREDICTOR, DEFAULT_START_MINUTE)
+        outcomes = follow_policy(loop, job.policy)
         line |= {"outcomes": [asdict(o) | {"duration_s": o.duration_s} for o in outcomes]}
-        line["summary"] = scenario.summary()
+        line["summary"] = loop.scenario.summary()
     line["cpu_seconds"] = round(time.process_time() - started, 2)
     return line
+
+
+def in_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`work()` in a forked child (its simulation a copy of this process's); its result."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        status = 1
+        try:
+            os.close(read_end)
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(json.dumps(work(), separators=(",", ":")).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        raise RuntimeError(f"a decision run's process failed (wait status {status})")
+    result: dict[str, Any] = json.loads(data)
+    return result
 
 
 def done_jobs(path: Path) -> set[str]:
@@ -94,13 +139,18 @@ def done_jobs(path: Path) -> set[str]:
     return {json.loads(line)["job"] for line in path.read_text().splitlines() if line.strip()}
 
 
-def run_jobs(jobs: list[Job], processes: int) -> Iterator[dict[str, Any]]:
+def run_jobs(jobs: list[Job], processes: int) -> Iterator[list[dict[str, Any]]]:
+    """Each scenario's lines, as its jobs finish; one scenario per worker process at a time."""
+    by_scenario: dict[ScenarioKey, list[Job]] = {}
+    for job in jobs:
+        by_scenario.setdefault(job.scenario, []).append(job)
+    groups = list(by_scenario.values())
     if processes <= 1:
-        yield from map(run_job, jobs)
+        yield from map(run_scenario, groups)
         return
-    context = get_context("spawn")  # ns-3 and cppyy do not survive a fork
-    with context.Pool(processes, maxtasksperchild=None) as pool:
-        yield from pool.imap_unordered(run_job, jobs, chunksize=1)
+    context = get_context("spawn")  # a fresh interpreter per worker, forked only once warmed up
+    with context.Pool(processes) as pool:
+        yield from pool.imap_unordered(run_scenario, groups, chunksize=1)
 
 
 def simulate_decisions(
@@ -114,10 +164,12 @@ def simulate_decisions(
     runs = output / RUNS_FILE
     todo = [job for job in jobs if job.key not in done_jobs(runs)]
     started = time.monotonic()
+    done = 0
     with runs.open("a") as sink:
-        for done, line in enumerate(run_jobs(todo, processes), start=1):
-            sink.write(json.dumps(line, separators=(",", ":")) + "\n")
+        for lines in run_jobs(todo, processes):
+            sink.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
             sink.flush()
+            done += len(lines)
             if progress is not None:
                 progress(done, len(todo), time.monotonic() - started)
     return len(todo)
