@@ -20,6 +20,7 @@ group, run by default, is the first eight):
     alto_endpoint_cost       ALTO endpoint cost requests under load
     alto_updates             ALTO update stream patches and their cost
     rucio_sync               `nettel rucio-sync` against a local Rucio (needs .venv-rucio)
+    rucio_staleness          cost change in nettel -> distance readable in Rucio, default interval
     served_calibration       served vs evaluated congestion probability
     spark_dataset(_archive)  `nettel dataset` with Spark vs in memory (needs the spark extra)
 
