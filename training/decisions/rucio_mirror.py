@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from service.rucio.distances import PenaltyPolicy, penalty, worth_writing
+from service.rucio.distances import PenaltyPolicy, penalty, penalty_level, worth_writing
 from training.decisions.served_view import ViewHistory
 
 #: Rucio's conveyor topology cache (seconds).
@@ -69,7 +69,9 @@ class RucioMirror:
         view = history.at(at)
         for path in range(len(self._written)):
             cost = None if view is None or not np.isfinite(view.cost[path]) else view.cost[path]
-            pain = penalty(None if cost is None else float(cost), self._policy)
+            value = None if cost is None else float(cost)
+            pain = penalty(value, self._policy)
+            level = penalty_level(value, self._policy)
             target = BASELINE + pain
-            if worth_writing(target, int(self._written[path]), pain, self._policy):
+            if worth_writing(target, int(self._written[path]), pain, self._policy, level):
                 self._written[path] = target
