@@ -62,16 +62,19 @@ Form = Literal["linear", "log"]
 
 @dataclass(frozen=True)
 class CostShape:
-    """h = w_u U^power + w_l f_l(loss) + w_d f_d(excess delay) + w_p P; f "linear": loss / 0.01,
-    delay / 20 ms; "log": log(1 + loss / 0.001), log(1 + delay / 5 ms)."""
+    """h = w_u U^power + w_l f_l(loss) + w_d f_d(excess delay) + w_p P + w_b f_b(base delay);
+    "linear": loss / 0.01, excess / 20 ms, base / 50 ms; "log": log(1 + loss / 0.001),
+    log(1 + excess / 5 ms), log(1 + base / 10 ms); base "none": no base-delay term."""
 
     utilisation_power: int
     loss_form: Form
     delay_form: Form
+    base_delay_form: Form | Literal["none"]
     utilisation_weight: float
     loss_weight: float
     delay_weight: float
     probability_weight: float
+    base_delay_weight: float
 
 
 def hazard_terms(
@@ -80,11 +83,18 @@ def hazard_terms(
     loss: np.ndarray,
     excess_delay_ms: np.ndarray,
     probability: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The four transformed inputs, unweighted (NaN counts as 0: no evidence of trouble)."""
+    base_delay_ms: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The five transformed inputs, unweighted (NaN counts as 0: no evidence of trouble)."""
     u = np.clip(np.nan_to_num(utilisation), 0.0, 1.0) ** shape.utilisation_power
     lost = np.clip(np.nan_to_num(loss), 0.0, 1.0)
     excess = np.clip(np.nan_to_num(excess_delay_ms), 0.0, None)
+    base = np.clip(np.nan_to_num(base_delay_ms), 0.0, None)
     loss_term = lost / 0.01 if shape.loss_form == "linear" else np.log1p(lost / 0.001)
     delay_term = excess / 20.0 if shape.delay_form == "linear" else np.log1p(excess / 5.0)
-    return u, loss_term, delay_term, np.clip(np.nan_to_num(probability), 0.0, 1.0)
+    if shape.base_delay_form == "none":
+        base_term = np.zeros_like(base)
+    else:
+        base_term = base / 50.0 if shape.base_delay_form == "linear" else np.log1p(base / 10.0)
+    p = np.clip(np.nan_to_num(probability), 0.0, 1.0)
+    return u, loss_term, delay_term, p, base_term

@@ -16,19 +16,26 @@ from training.decisions.cost_fit import (
 
 
 def synthetic_rows(n: int = 600, noise: float = 0.05) -> OutcomeRows:
-    """Rows whose log time per byte follows a known shape: U^2 and log-scaled loss matter,
-    delay and probability do not; six scenarios."""
+    """Rows whose log time per byte follows a known shape: U^2, log-scaled loss and linear base
+    delay matter, the delay above the minimum and the probability do not; six scenarios."""
     rng = np.random.default_rng(0)
     u, p = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
     loss, excess = rng.exponential(0.01, n), rng.exponential(10.0, n)
-    y = -12.0 + 1.5 * u**2 + 0.4 * np.log1p(loss / 0.001) + rng.normal(0, noise, n)
+    base = rng.uniform(1.0, 150.0, n)
+    y = (
+        -12.0
+        + 1.5 * u**2
+        + 0.4 * np.log1p(loss / 0.001)
+        + 0.8 * base / 50
+        + rng.normal(0, noise, n)
+    )
     scenarios = np.repeat(np.arange(6).astype(str), n // 6)
-    return OutcomeRows(u, p, loss, excess, np.zeros(n), y, scenarios)
+    return OutcomeRows(u, p, loss, excess, base, np.zeros(n), y, scenarios)
 
 
-def test_there_are_24_candidate_shapes() -> None:
+def test_there_are_72_candidate_shapes() -> None:
     shapes = candidate_shapes()
-    assert len(shapes) == 24 == len(set(shapes))
+    assert len(shapes) == 72 == len(set(shapes))
 
 
 def test_weights_are_never_negative_and_the_intercept_is_free() -> None:
@@ -41,7 +48,12 @@ def test_weights_are_never_negative_and_the_intercept_is_free() -> None:
 def test_the_rule_finds_the_shape_and_weights_that_made_the_outcomes() -> None:
     report = choose_shape(synthetic_rows())
     chosen = report.chosen
-    assert (chosen.utilisation_power, chosen.loss_form) == (2, "log")
+    assert (chosen.utilisation_power, chosen.loss_form, chosen.base_delay_form) == (
+        2,
+        "log",
+        "linear",
+    )
+    assert chosen.base_delay_weight == pytest.approx(0.8, abs=0.02)
     assert chosen.utilisation_weight == pytest.approx(1.5, abs=0.05)
     assert chosen.loss_weight == pytest.approx(0.4, abs=0.02)
     assert chosen.delay_weight < 0.02 and chosen.probability_weight < 0.05
@@ -53,5 +65,6 @@ def test_the_rule_finds_the_shape_and_weights_that_made_the_outcomes() -> None:
 
 def test_a_shape_without_the_probability_term_ignores_it() -> None:
     rows = synthetic_rows(60)
-    shape = CostShape(1, "linear", "linear", 1.0, 1.0, 1.0, 0.0)
+    shape = CostShape(1, "linear", "linear", "none", 1.0, 1.0, 1.0, 0.0, 1.0)
     assert (design(shape, rows)[:, 3] == 0).all()
+    assert (design(shape, rows)[:, 4] == 0).all()  # nor the base delay, with form "none"

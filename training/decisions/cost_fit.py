@@ -28,6 +28,7 @@ class OutcomeRows:
     probability: np.ndarray
     loss: np.ndarray
     excess_delay_ms: np.ndarray
+    base_delay_ms: np.ndarray
     hand_set_cost: np.ndarray
     y: np.ndarray
     scenario: np.ndarray
@@ -55,6 +56,7 @@ def outcome_rows(lines: list[dict[str, Any]]) -> OutcomeRows:
             columns["probability"].append(_value(view["congestion_probability"][path]))
             columns["loss"].append(_value(view["loss"][path]))
             columns["excess_delay_ms"].append(_value(view["excess_delay_ms"][path]))
+            columns["base_delay_ms"].append(_value(view["min_delay_ms"][path]))
             columns["hand_set_cost"].append(_value(view["cost"][path]))
             columns["y"].append(math.log(outcome["duration_s"] / outcome["size_bytes"]))
             columns["scenario"].append(scenario)
@@ -66,18 +68,22 @@ def _value(value: float | None) -> float:
 
 
 def candidate_shapes() -> list[CostShape]:
-    """The 24 shapes of the rule, with unit weights (fitting sets them)."""
+    """The 72 shapes of the rule (as amended), with unit weights (fitting sets them)."""
     return [
-        CostShape(power, loss, delay, 1.0, 1.0, 1.0, 1.0 if probability else 0.0)
-        for power, loss, delay, probability in itertools.product(
-            (1, 2, 4), ("linear", "log"), ("linear", "log"), (True, False)
+        CostShape(power, loss, delay, base, 1.0, 1.0, 1.0, 1.0 if probability else 0.0, 1.0)
+        for power, loss, delay, probability, base in itertools.product(
+            (1, 2, 4), ("linear", "log"), ("linear", "log"), (True, False),
+            ("none", "linear", "log"),
         )
-    ]
+    ]  # fmt: skip
 
 
 def design(shape: CostShape, rows: OutcomeRows) -> np.ndarray:
-    """The rows' transformed inputs (rows x 4; the P column zero when the shape has none)."""
-    terms = hazard_terms(shape, rows.utilisation, rows.loss, rows.excess_delay_ms, rows.probability)
+    """The rows' transformed inputs (rows x 5; the P column zero when the shape has none)."""
+    terms = hazard_terms(
+        shape, rows.utilisation, rows.loss, rows.excess_delay_ms, rows.probability,
+        rows.base_delay_ms,
+    )  # fmt: skip
     columns = np.column_stack(terms)
     if shape.probability_weight == 0.0:
         columns[:, 3] = 0.0
@@ -95,7 +101,8 @@ def fitted_shape(shape: CostShape, rows: OutcomeRows) -> tuple[CostShape, float]
     """`shape` with weights fitted on `rows`, and the intercept."""
     weights, intercept = fit_weights(design(shape, rows), rows.y)
     w = [float(x) for x in weights]
-    return CostShape(shape.utilisation_power, shape.loss_form, shape.delay_form, *w), intercept
+    forms = (shape.utilisation_power, shape.loss_form, shape.delay_form, shape.base_delay_form)
+    return CostShape(*forms, *w), intercept
 
 
 def leave_one_scenario_out_mse(columns: np.ndarray, rows: OutcomeRows) -> float:
@@ -157,15 +164,17 @@ def format_fit(report: FitReport) -> str:
         f"{report.hand_set_mse:.4f}, intercept only {report.intercept_only_mse:.4f}",
         f"chosen: U^{c.utilisation_power} x {c.utilisation_weight:.4f} + {c.loss_form} loss x "
         f"{c.loss_weight:.4f} + {c.delay_form} delay x {c.delay_weight:.4f} + P x "
-        f"{c.probability_weight:.4f} (intercept {report.intercept:.4f})",
+        f"{c.probability_weight:.4f} + {c.base_delay_form} base delay x "
+        f"{c.base_delay_weight:.4f} (intercept {report.intercept:.4f})",
         f"ship: {'yes' if report.ship else 'no'} (fitted error below the hand-set cost's)",
         "",
-        "| U power | loss | delay | P | LOSO MSE |",
-        "|---|---|---|---|---|",
+        "| U power | loss | delay | P | base delay | LOSO MSE |",
+        "|---|---|---|---|---|---|",
     ]
     for shape, mse in sorted(report.candidates, key=lambda item: item[1]):
         lines.append(
             f"| {shape.utilisation_power} | {shape.loss_form} | {shape.delay_form} "
-            f"| {'yes' if shape.probability_weight else 'no'} | {mse:.4f} |"
+            f"| {'yes' if shape.probability_weight else 'no'} | {shape.base_delay_form} "
+            f"| {mse:.4f} |"
         )
     return "\n".join(lines)
