@@ -79,7 +79,9 @@ CALM_BELOW = 0.5
 BUSY_ABOVE = 0.9
 COST_ALARM = 0.5
 _COST_INPUTS = tuple(
-    feature_columns(("newest_loss", "newest_delay_above_min", "newest_filter_congested"))
+    feature_columns(
+        ("newest_loss", "newest_delay_above_min", "alltime_delay_min", "newest_filter_congested")
+    )
 )
 
 
@@ -145,11 +147,11 @@ def _fit_boosting(features: np.ndarray, above: np.ndarray) -> HistGradientBoosti
 
 def served_cost(estimate: np.ndarray, calibration: Calibration | None, rows: Dataset) -> np.ndarray:
     """The cost `nettel serve` publishes for each row: its newest loss, delay above the link's
-    minimum and filter verdict are feature columns; the floor is the calibrated probability,
-    or the filter's without a calibration."""
-    loss, excess, congested = (rows.features[:, column] for column in _COST_INPUTS)
+    minimum, all-time minimum delay and filter verdict are feature columns; the filter's floor
+    applies without a calibration."""
+    loss, excess, base, congested = (rows.features[:, column] for column in _COST_INPUTS)
     probability = None if calibration is None else calibrated_estimates(estimate, calibration)[0]
-    return compute_cost(estimate, loss, excess, congested > 0.5, probability)
+    return compute_cost(estimate, loss, excess, base, congested > 0.5, probability)
 
 
 def cost_outcomes(cost: np.ndarray, utilisation: np.ndarray) -> dict[str, float | int | None]:

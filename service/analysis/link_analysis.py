@@ -99,7 +99,12 @@ def analyse_links(
         utilisation_low=low,
         utilisation_high=high,
         cost=compute_cost(
-            utilisation, observed.loss, excess_delay, observed.congested, probability
+            utilisation,
+            observed.loss,
+            excess_delay,
+            observed.all_time.delay_min,
+            observed.congested,
+            probability,
         ),
     )
 

@@ -90,20 +90,25 @@ def test_latest_values_all_time_and_filter_for_the_full_link() -> None:
     assert result.clock_suspect.tolist() == [False, False]
 
 
-def test_cost_combines_utilisation_loss_excess_delay_and_floor() -> None:
+def test_cost_combines_utilisation_loss_base_delay_and_floor() -> None:
     result = analyse_links(two_link_state().view(NOW), FakePredictor())
+    # FULL: the filter says congested (41 ms against a minimum of 10) and the fake model has no
+    # calibration, so the filter's floor of 0.5 is above 1 - exp(-h) = 0.2019...
     loss = float(np.float32(0.01))
-    expected = 1 - (1 - 0.34**4) * math.exp(-loss / 0.01) * math.exp(-31 / 20)
-    assert result.cost[0] == pytest.approx(expected, rel=1e-9)  # 0.92341...
-    assert result.cost[1] == 0.0  # no excess, no loss
+    hazard = 0.5653 * 0.34**4 + 0.05385 * loss / 0.01 + 0.2368 * math.log(2.0)
+    assert 1 - math.exp(-hazard) == pytest.approx(0.2019, abs=1e-4)
+    assert result.cost[0] == 0.5
+    # SHORT: no loss, no estimate; its base delay of 5 ms alone costs 1 - exp(-0.2368 log 1.5)
+    assert result.cost[1] == pytest.approx(1 - math.exp(-0.2368 * math.log(1.5)), rel=1e-9)
 
 
 def test_without_predictor_utilisation_is_nan_and_cost_ignores_it() -> None:
     result = analyse_links(two_link_state().view(NOW), None)
     assert np.isnan(result.utilisation).all()
     loss = float(np.float32(0.01))
-    expected = 1 - math.exp(-loss / 0.01) * math.exp(-31 / 20)
-    assert result.cost[0] == pytest.approx(expected, rel=1e-9)
+    hazard = 0.05385 * loss / 0.01 + 0.2368 * math.log(2.0)
+    assert result.cost[1] == pytest.approx(1 - math.exp(-0.2368 * math.log(1.5)), rel=1e-9)
+    assert result.cost[0] == 0.5 > 1 - math.exp(-hazard)  # the filter's floor
 
 
 def test_predictor_not_called_when_no_row_is_complete() -> None:

@@ -108,8 +108,9 @@ def test_records_have_every_documented_field_and_validate() -> None:
 def test_record_values_of_the_full_link() -> None:
     record = build().links[0]
     loss = float(np.float32(0.02))  # stored as float32
-    excess_cost = 1 - (1 - 0.34**4) * math.exp(-loss / 0.01) * math.exp(-31 / 20)
-    assert round(excess_cost, 4) == 0.9717  # 0.971658...
+    # utilisation 0.34, loss 0.02, all-time minimum 10 ms (the delay above it has weight 0)
+    hazard = 0.5653 * 0.34**4 + 0.05385 * loss / 0.01 + 0.2368 * math.log(1 + 10 / 10)
+    assert round(1 - math.exp(-hazard), 4) == 0.2438  # 0.243762...
     assert record == {
         "source": "192.0.2.1",
         "destination": "198.51.100.1",
@@ -117,7 +118,7 @@ def test_record_values_of_the_full_link() -> None:
         "destination_host": "ps.ral.uk",
         "source_site": "CERN",
         "destination_site": "RAL",
-        "cost": 0.9717,
+        "cost": 0.2438,
         "empirical": 0.82,
         "congested": True,
         "utilisation": 0.34,

@@ -134,31 +134,32 @@ def test_a_card_whose_held_out_links_differ_is_refused(
 
 def test_served_cost_reads_the_newest_minute_from_the_features(trained: TrainResult) -> None:
     """The cost evaluated is the one `analyse_links` serves: newest loss, delay above the
-    all-time minimum and filter verdict come from their feature columns."""
+    all-time minimum, the all-time minimum and filter verdict come from their feature columns."""
     bundle = load_bundle(trained.directory, FEATURE_NAMES)
-    features = np.zeros((3, len(FEATURE_NAMES)), np.float32)
+    features = np.zeros((4, len(FEATURE_NAMES)), np.float32)
     column = {name: i for i, name in enumerate(FEATURE_NAMES)}
-    features[0, column["newest_loss"]] = 0.01  # L = 1 - e^-1
-    features[1, column["newest_delay_above_min"]] = 20.0  # D = 1 - e^-1
+    features[0, column["newest_loss"]] = 0.01  # h = 0.05385
+    features[1, column["alltime_delay_min"]] = 10.0  # h = 0.2368 log 2
     features[2, column["newest_filter_congested"]] = 1.0
+    features[3, column["newest_delay_above_min"]] = 20.0  # weight 0
     rows = Dataset(
         features=features,
-        utilisation=np.zeros(3, np.float32),
-        label=np.zeros(3, np.float32),
-        link=np.zeros(3, np.int32),
-        minute=np.zeros(3, np.int64),
-        empirical=np.zeros(3, np.float32),
-        persistence=np.zeros(3, np.float32),
+        utilisation=np.zeros(4, np.float32),
+        label=np.zeros(4, np.float32),
+        link=np.zeros(4, np.int32),
+        minute=np.zeros(4, np.int64),
+        empirical=np.zeros(4, np.float32),
+        persistence=np.zeros(4, np.float32),
         target="nettel",
         link_names=("a->b",),
         prone=np.zeros(1, bool),
     )
-    zero = np.zeros(3)
-    filter_floor = served_cost(zero, None, rows)
-    np.testing.assert_allclose(filter_floor, [1 - np.exp(-1), 1 - np.exp(-1), 0.5], rtol=1e-6)
-    probability = calibrated_estimates(zero, bundle.calibration)[0]
+    zero = np.zeros(4)
+    expected = [1 - np.exp(-0.05385), 1 - np.exp(-0.2368 * np.log(2)), 0.5, 0.0]
+    np.testing.assert_allclose(served_cost(zero, None, rows), expected, rtol=1e-6)
     served = served_cost(zero, bundle.calibration, rows)
-    np.testing.assert_allclose(served[2], probability[2])  # the probability replaces the 0.5
+    assert calibrated_estimates(zero, bundle.calibration)[0][2] > 0  # a probability ...
+    assert served[2] == 0.0  # ... replaces the filter's floor of 0.5 (and has weight 0)
 
 
 def test_cost_outcomes_count_false_alarms_and_misses() -> None:
