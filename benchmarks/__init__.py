@@ -22,6 +22,7 @@ group, run by default, is the first eight):
     rucio_sync               `nettel rucio-sync` against a local Rucio (needs .venv-rucio)
     rucio_staleness          cost change in nettel -> distance readable in Rucio, default interval
     served_calibration       served vs evaluated congestion probability
+    decisions                transfer times by policy on the committed decision captures (ns-3)
     spark_dataset(_archive)  `nettel dataset` with Spark vs in memory (needs the spark extra)
 
 Results are merged into the report `docs/performance.md` carries (in HTML comments; a partial

@@ -26,6 +26,7 @@ from benchmarks.measurements import (
     api,
     backfill,
     cycle,
+    decisions,
     freshness,
     front_door,
     ha_failover,
@@ -85,6 +86,7 @@ MEASUREMENTS: dict[str, ModuleType] = {
         rucio_sync,
         rucio_staleness,
         served_calibration,
+        decisions,
         spark_dataset,
         spark_dataset_archive,
     )

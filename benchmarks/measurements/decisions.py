@@ -7,7 +7,13 @@ import json
 from benchmarks.context import SuiteContext, Unavailable
 from benchmarks.report import MeasurementResult
 from benchmarks.support.environment import REPO_ROOT
-from training.decisions.report import PolicyFigures, decision_report, format_figures, read_runs
+from training.decisions.report import (
+    KINDS,
+    PolicyFigures,
+    decision_report,
+    format_figures,
+    read_runs,
+)
 
 NAME = "decisions"
 CAPTURE = REPO_ROOT / "training" / "data" / "decisions"
@@ -34,7 +40,8 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     result = MeasurementResult(NAME, "Decisions: which path gets the file across faster", METHOD)
     for kind, figures in report.items():
         result.notes.append(format_figures(figures, f"Held-out {kind} scenarios"))
-        _add(result, kind, figures)
+        if kind in KINDS:
+            _add(result, kind, figures)
     if not ctx.quick:
         result.add(
             "reproduced_transfers", "transfers re-simulated with identical times", _reproduce(ctx)

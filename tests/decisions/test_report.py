@@ -23,7 +23,7 @@ def write_runs(directory: Path) -> Path:
         ]  # fmt: skip
 
     scenario = {"seed": 2, "index": 0, "herding": False}
-    summary = {"minutes": 25}
+    summary = {"minutes": 25, "shared_paths": None}
     lines = [
         {"job": "scenario-2-000/static", "scenario": scenario, "policy": "static",
          "outcomes": outcomes([10.0, 20.0, 30.0, 40.0]), "summary": summary},

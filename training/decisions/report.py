@@ -23,6 +23,8 @@ from training.decisions.policies import DESCRIPTIONS
 from training.decisions.simulate import RUNS_FILE
 
 KINDS = ("regular", "herding")
+#: Regular scenarios split by whether two candidates share a congested segment.
+SEGMENT_KINDS = ("regular, shared segment", "regular, independent paths")
 
 
 @dataclass(frozen=True)
@@ -74,10 +76,32 @@ def oracle_times(lines: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
     return {key: min(values) for key, values in probes.items() if math.isfinite(min(values))}
 
 
+def scenario_kind(line: dict[str, Any], shared: set[str]) -> str:
+    """regular or herding; `shared`: the names of the scenarios with a shared segment."""
+    return "herding" if line["scenario"]["herding"] else "regular"
+
+
+def segment_kind(line: dict[str, Any], shared: set[str]) -> str:
+    """Which of SEGMENT_KINDS a regular scenario's line is (herding: "")."""
+    if line["scenario"]["herding"]:
+        return ""
+    return SEGMENT_KINDS[0] if line["job"].split("/")[0] in shared else SEGMENT_KINDS[1]
+
+
+def shared_scenarios(lines: list[dict[str, Any]]) -> set[str]:
+    """Names of the scenarios whose summary has a shared segment."""
+    return {
+        line["job"].split("/")[0]
+        for line in lines
+        if "summary" in line and line["summary"]["shared_paths"] is not None
+    }
+
+
 def policy_figures(lines: list[dict[str, Any]], kind: str) -> list[PolicyFigures]:
-    """Every policy's figures over the scenarios of `kind` in `lines`."""
-    herding = kind == "herding"
-    chosen = [line for line in lines if line["scenario"]["herding"] == herding]
+    """Every policy's figures over the scenarios of `kind` (KINDS or SEGMENT_KINDS)."""
+    shared = shared_scenarios(lines)
+    classify = segment_kind if kind in SEGMENT_KINDS else scenario_kind
+    chosen = [line for line in lines if classify(line, shared) == kind]
     oracle = oracle_times(chosen)
     by_policy: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
     censored: dict[str, int] = defaultdict(int)
@@ -170,7 +194,10 @@ def _percent(value: float | None) -> str:
 
 
 def decision_report(directories: list[Path]) -> dict[str, list[PolicyFigures]]:
-    """Figures per scenario kind present in the runs of `directories`."""
+    """Figures per scenario kind present in the runs of `directories` (regular scenarios also
+    split by shared segment)."""
     lines = [line for directory in directories for line in read_runs(directory)]
-    kinds = {("herding" if line["scenario"]["herding"] else "regular") for line in lines}
-    return {kind: policy_figures(lines, kind) for kind in KINDS if kind in kinds}
+    shared = shared_scenarios(lines)
+    kinds = {scenario_kind(line, shared) for line in lines}
+    kinds |= {segment_kind(line, shared) for line in lines}
+    return {kind: policy_figures(lines, kind) for kind in KINDS + SEGMENT_KINDS if kind in kinds}
