@@ -29,6 +29,7 @@ from simulation.simulator_ns3 import (
     fill_vector,
     link_spec,
     load_ns3,
+    on_off_periods,
 )
 
 DECISIONS_SOURCE = Path(__file__).with_name("ns3_decisions.cpp")
@@ -166,22 +167,16 @@ def _draw_shared(
     buffer_packets = max(4, round(rng.uniform(*SHARED_BUFFER_MS) / packet_ms))
     end_s = 60.0 * minutes
     on_mean, off_mean = rng.uniform(*SHARED_ON_MEAN_S), rng.uniform(*SHARED_OFF_MEAN_S)
-    starts, stops = [], []
-    t = rng.exponential(off_mean)
-    while t < end_s:
-        stop = min(t + rng.exponential(on_mean), end_s)
-        starts.append(t)
-        stops.append(stop)
-        t = stop + rng.exponential(off_mean)
+    starts, stops, unit_rate = on_off_periods(rng, end_s, 1.0, on_mean, off_mean)
     cross_rate = rate * rng.uniform(*SHARED_CROSS_LOAD)
     return SharedSegment(
         paths=pair,
         rate_bps=float(rate),
         delay_ms=float(rng.uniform(0.5, 10.0)),
         queue_packets=int(buffer_packets),
-        cross_start=np.array(starts),
-        cross_stop=np.array(stops),
-        cross_rate_bps=np.full(len(starts), cross_rate),
+        cross_start=starts,
+        cross_stop=stops,
+        cross_rate_bps=unit_rate * cross_rate,
     )
 
 

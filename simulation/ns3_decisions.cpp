@@ -361,38 +361,7 @@ class DecisionWorld
             cross->Schedule(s.cross_start, s.cross_stop, s.cross_rate_bps);
             m_udp.push_back(cross);
         }
-        std::vector<TypeId> controls;
-        for (const auto& name : s.congestion_controls)
-        {
-            controls.push_back(TypeId::LookupByName(name));
-        }
-        Ptr<Node> senders[2] = {m_near[i], m_far[i]};
-        Address peer = InetSocketAddress(receiver, kTcpPort);
-        double end_s = 60.0 * m_scenario.minutes;
-        for (size_t f = 0; f < s.flow_start.size(); ++f)
-        {
-            Ptr<Node> sender = senders[s.flow_sender[f]];
-            TypeId control = controls.at(s.flow_cc[f]);
-            double bytes = s.flow_bytes[f];
-            double stop = s.flow_stop[f];
-            uint64_t* completed = &result.flows_completed;
-            uint64_t* started = &result.flows_started;
-            Simulator::Schedule(Seconds(s.flow_start[f]), [sender, control, bytes, stop, end_s,
-                                                           peer, completed, started]() {
-                Ptr<Socket> socket = sender->GetObject<TcpL4Protocol>()->CreateSocket(control);
-                if (control.GetName() == "ns3::TcpBbr")
-                {
-                    DynamicCast<TcpSocketBase>(socket)->SetPacingStatus(true);
-                }
-                Ptr<TcpFlow> flow = Create<TcpFlow>(socket, bytes, completed);
-                flow->Start(peer);
-                ++*started;
-                if (bytes <= 0 && stop < end_s)
-                {
-                    Simulator::Schedule(Seconds(stop) - Simulator::Now(), &TcpFlow::Stop, flow);
-                }
-            });
-        }
+        ScheduleTcpFlows(s, m_near[i], m_far[i], InetSocketAddress(receiver, kTcpPort), &result);
     }
 
     DecisionScenario m_scenario;

@@ -440,6 +440,45 @@ inline NetDeviceContainer Connect(Ptr<Node> a,
     return p2p.Install(a, b);
 }
 
+//! Schedule the short and bulk TCP flows of `s` from near or far to `peer`, counted in `result`.
+inline void ScheduleTcpFlows(const LinkScenario& s,
+                             Ptr<Node> near,
+                             Ptr<Node> far,
+                             Address peer,
+                             LinkResult* result)
+{
+    std::vector<TypeId> controls;
+    for (const auto& name : s.congestion_controls)
+    {
+        controls.push_back(TypeId::LookupByName(name));
+    }
+    Ptr<Node> senders[2] = {near, far};
+    double end_s = 60.0 * s.minutes;
+    for (size_t i = 0; i < s.flow_start.size(); ++i)
+    {
+        Ptr<Node> sender = senders[s.flow_sender[i]];
+        TypeId control = controls.at(s.flow_cc[i]);
+        double bytes = s.flow_bytes[i];
+        double stop = s.flow_stop[i];
+        Simulator::Schedule(Seconds(s.flow_start[i]), [sender, control, bytes, stop, end_s, peer,
+                                                       result]() {
+            Ptr<TcpL4Protocol> tcp = sender->GetObject<TcpL4Protocol>();
+            Ptr<Socket> socket = tcp->CreateSocket(control);
+            if (control.GetName() == "ns3::TcpBbr")
+            {
+                DynamicCast<TcpSocketBase>(socket)->SetPacingStatus(true);
+            }
+            Ptr<TcpFlow> flow = Create<TcpFlow>(socket, bytes, &result->flows_completed);
+            flow->Start(peer);
+            ++result->flows_started;
+            if (bytes <= 0 && stop < end_s)
+            {
+                Simulator::Schedule(Seconds(stop) - Simulator::Now(), &TcpFlow::Stop, flow);
+            }
+        });
+    }
+}
+
 //! Simulate one link for s.minutes minutes (plus the last probes' flight) and measure it.
 inline LinkResult RunLink(const LinkScenario& s)
 {
@@ -529,38 +568,8 @@ inline LinkResult RunLink(const LinkScenario& s)
         cross_udp->Schedule(s.cross_start, s.cross_stop, s.cross_rate_bps);
     }
 
-    std::vector<TypeId> controls;
-    for (const auto& name : s.congestion_controls)
-    {
-        controls.push_back(TypeId::LookupByName(name));
-    }
-    Ptr<Node> senders[2] = {near, far};
-    Address peer = InetSocketAddress(receiver, tcp_port);
+    ScheduleTcpFlows(s, near, far, InetSocketAddress(receiver, tcp_port), &result);
     double end_s = 60.0 * s.minutes;
-    for (size_t i = 0; i < s.flow_start.size(); ++i)
-    {
-        Ptr<Node> sender = senders[s.flow_sender[i]];
-        TypeId control = controls.at(s.flow_cc[i]);
-        double bytes = s.flow_bytes[i];
-        double stop = s.flow_stop[i];
-        Simulator::Schedule(Seconds(s.flow_start[i]), [sender, control, bytes, stop, end_s, peer,
-                                                       &result]() {
-            Ptr<TcpL4Protocol> tcp = sender->GetObject<TcpL4Protocol>();
-            Ptr<Socket> socket = tcp->CreateSocket(control);
-            if (control.GetName() == "ns3::TcpBbr")
-            {
-                DynamicCast<TcpSocketBase>(socket)->SetPacingStatus(true);
-            }
-            Ptr<TcpFlow> flow = Create<TcpFlow>(socket, bytes, &result.flows_completed);
-            flow->Start(peer);
-            ++result.flows_started;
-            if (bytes <= 0 && stop < end_s)
-            {
-                Simulator::Schedule(Seconds(stop) - Simulator::Now(), &TcpFlow::Stop, flow);
-            }
-        });
-    }
-
     Simulator::Stop(Seconds(end_s + 3.0));
     Simulator::Run();
     result.events = Simulator::GetEventCount();

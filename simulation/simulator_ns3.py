@@ -359,15 +359,22 @@ def _bulk_transfers(
 def _on_off(
     rng: np.random.Generator, end_s: float, rate_bps: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Alternating exponential on and off periods at a constant rate while on."""
+    """UDP on/off periods: mean on and off times drawn from UDP_ON_MEAN_S, UDP_OFF_MEAN_S."""
     on_mean, off_mean = rng.uniform(*UDP_ON_MEAN_S), rng.uniform(*UDP_OFF_MEAN_S)
+    return on_off_periods(rng, end_s, rate_bps, on_mean, off_mean)
+
+
+def on_off_periods(
+    rng: np.random.Generator, end_s: float, rate_bps: float, on_mean_s: float, off_mean_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Alternating exponential on and off periods at a constant rate while on."""
     starts, stops = [], []
-    t = rng.exponential(off_mean)
+    t = rng.exponential(off_mean_s)
     while t < end_s:
-        stop = min(t + rng.exponential(on_mean), end_s)
+        stop = min(t + rng.exponential(on_mean_s), end_s)
         starts.append(t)
         stops.append(stop)
-        t = stop + rng.exponential(off_mean)
+        t = stop + rng.exponential(off_mean_s)
     return np.array(starts), np.array(stops), np.full(len(starts), rate_bps)
 
 
