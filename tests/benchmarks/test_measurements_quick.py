@@ -52,3 +52,13 @@ def test_warm_start_fills_every_link(tmp_path: Path) -> None:
     assert figures["full_60"] == 60
     assert figures["bytes_60"] > 60 * 800  # every link's window and statistics crossed the wire
     assert 0 < figures["transfer_60"] < figures["ready_60"] < 60
+
+
+def test_decisions_reads_the_committed_capture_and_checks_its_targets(tmp_path: Path) -> None:
+    figures = quick_run("decisions", tmp_path)
+    assert 0 < figures["regular_oracle_mean_s"] <= figures["regular_random_mean_s"]
+    assert figures["regular_served_mean_s"] > 0 and figures["herding_served_mean_s"] > 0
+    targets = figures["targets"]
+    assert {"served_oracle_ratio", "served_mean_gain", "served_p90_gain", "served_over_no_model",
+            "rucio_over_stale_served", "herding_served_over_random"} <= set(targets)  # fmt: skip
+    assert all(target["met"] is not None for target in targets.values())
