@@ -32,7 +32,12 @@ class LinkOut(BaseModel):
     source_site: str | None = None
     destination_site: str | None = None
     links: int | None = Field(None, description="host pairs aggregated (level=site only)")
-    cost: float = Field(ge=0, le=1, description="0 idle healthy link .. 1 unusable")
+    cost: float = Field(
+        ge=0,
+        le=1,
+        description="share of a file transfer's time the path is predicted to cost: 0 an idle, "
+        "lossless path with no delay .. 1 unusable (README, Cost)",
+    )
     empirical: float = Field(description="delay-and-loss filter score |loss x delay ms|")
     congested: bool
     utilisation: float | None = Field(description="predicted utilisation ratio; null without model")
