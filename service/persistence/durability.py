@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from service.broker.ack_token import AckToken
 from service.ingest.pipeline import Frame, IngestPipeline, ParsedFrames
 from service.lifecycle import BackgroundLoop
-from service.persistence.journal import Journal
+from service.persistence.journal import Damage, DamageKind, Journal
 from service.persistence.snapshot_codec import encode_state
 from service.persistence.snapshot_store import SnapshotStore
 
@@ -66,6 +66,8 @@ class Persistence:
         self._holding_acks = False
         self._held_acks: list[AckToken] = []
         self._journal_failed_since_capture = False
+        #: Damaged stretches the journal replay found, by kind (`torn`, `corrupt`).
+        self.journal_damage: dict[DamageKind, int] = {}
         self._loop = BackgroundLoop(self.name, self._snapshot_quietly, interval, wait_first=True)
 
     def replay_journal(self) -> int:
@@ -77,9 +79,31 @@ class Persistence:
             if len(frames) == REPLAY_BATCH:
                 replayed += self._replay(frames)
         replayed += self._replay(frames)
+        for damage in self._journal.damage:
+            self._report(damage)
         if replayed:
             self._log.info("journal replayed", extra={"frames": replayed})
         return replayed
+
+    def _report(self, damage: Damage) -> None:
+        """Log and count one damaged stretch of the journal found by the replay."""
+        self.journal_damage[damage.kind] = self.journal_damage.get(damage.kind, 0) + 1
+        extra = {
+            "segment": damage.segment,
+            "offset": damage.offset,
+            "bytes": damage.length,
+            "records_after": damage.records_after,
+        }
+        if damage.kind == "torn":
+            self._log.warning(
+                "journal segment ends in a torn record (a crash mid-append; never acknowledged)",
+                extra=extra,
+            )
+            return
+        self._log.error(
+            "journal record corrupt; skipped, the intact records after it replayed",
+            extra={**extra, "kept_as": damage.kept_as},
+        )
 
     def apply_batch(self, frames: Sequence[Frame]) -> None:
         """Parse, apply, journal, fsync, then acknowledge one batch."""

@@ -6,7 +6,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from service.persistence.durability import Persistence
 from service.publish.metrics.families import AlwaysCollected
@@ -20,7 +20,7 @@ class PersistenceCollector(AlwaysCollected):
         self._persistence = persistence
         self._started_at = started_at
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         written_at = self._persistence.last_written_at
         yield GaugeMetricFamily(
             "nettel_state_snapshot_age_seconds",
@@ -33,3 +33,12 @@ class PersistenceCollector(AlwaysCollected):
             "Time to encode and write the last state snapshot (NaN: none yet).",
             value=math.nan if duration is None else duration,
         )
+        damage = CounterMetricFamily(
+            "nettel_journal_damaged_records",
+            "Damaged stretches of the journal found by the replay at start: torn (a crash "
+            "mid-append, never acknowledged) or corrupt (skipped, the segment kept as .rejected).",
+            labels=["kind"],
+        )
+        for kind in ("torn", "corrupt"):
+            damage.add_metric([kind], self._persistence.journal_damage.get(kind, 0))
+        yield damage
