@@ -1,4 +1,10 @@
-"""Read `--topology` (files or https:// URLs) and parse each in whichever layout it is."""
+"""Read `--topology` (files or https:// URLs) and parse each in whichever layout it is.
+
+A document is untrusted: besides its size in bytes (`MAX_DOCUMENT_BYTES`), YAML is read without
+aliases (`*name`), which would let a few hundred bytes stand for gigabytes once expanded (an
+"alias bomb": ten aliases of ten aliases ... of a host name), and within `MAX_YAML_NODES` nodes
+and `MAX_YAML_DEPTH` levels of nesting. JSON has no aliases; orjson bounds its nesting.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ import httpx
 import orjson
 import yaml
 
-from service.config import comma_separated
+from service.config import comma_separated, setting_name
 from service.errors import ConfigError
 from service.topology.layouts import PSCONFIG_SITE_KEY, Layout, parse_topology
 from service.topology.topology import Topology
@@ -19,6 +25,11 @@ from service.topology.topology import Topology
 FETCH_TIMEOUT = 30.0
 #: Largest topology document read (bytes); a full CRIC export is a few MB.
 MAX_DOCUMENT_BYTES = 256 << 20
+#: Most nodes (scalars, lists, mappings) of a YAML document: a hand-written list of 100,000
+#: hosts has about 100,000; without aliases a node is at least a few bytes of the document.
+MAX_YAML_NODES = 1_000_000
+#: Deepest nesting of a YAML document (the layouts read at most 5 levels).
+MAX_YAML_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -44,22 +55,28 @@ def load_topology(sources: str, site_key: str = PSCONFIG_SITE_KEY) -> LoadedTopo
 
 
 def _load_one(source: str, site_key: str) -> LoadedTopology:
-    where = _display(source)
+    """One source as read and parsed; ConfigError naming the setting and the source (`--topology
+    / NETTEL_TOPOLOGY: cric.json: ...`) when it cannot be used."""
+    where = f"{setting_name('topology')}: {_display(source)}"
     try:
         data = _fetch(source) if urlsplit(source).scheme in ("http", "https") else _read(source)
         layout, topology = parse_topology(decode_document(data, source), site_key)
     except httpx.HTTPStatusError as error:  # its text names the URL, which may hold a secret
-        raise ConfigError(f"topology {where}: HTTP {error.response.status_code}") from None
-    except (OSError, httpx.HTTPError, yaml.YAMLError, ValueError) as error:
-        raise ConfigError(f"topology {where}: {error}") from None
-    return LoadedTopology(where, (layout,), topology)
+        raise ConfigError(f"{where}: HTTP {error.response.status_code}") from None
+    except (OSError, httpx.HTTPError, yaml.YAMLError, ValueError, RecursionError) as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return LoadedTopology(_display(source), (layout,), topology)
 
 
 def _read(path: str) -> bytes:
+    """The file's bytes, read in pieces (`read(MAX_DOCUMENT_BYTES + 1)` would allocate the
+    whole limit for a file of a few bytes)."""
+    data = bytearray()
     with open(path, "rb") as file:
-        data = file.read(MAX_DOCUMENT_BYTES + 1)
-    _check_size(len(data))
-    return data
+        while chunk := file.read(1 << 20):
+            data += chunk
+            _check_size(len(data))
+    return bytes(data)
 
 
 def _fetch(url: str) -> bytes:
@@ -80,8 +97,8 @@ def _check_size(size: int) -> None:
 
 def decode_document(data: bytes, source: str) -> Any:
     """A JSON document (a `.json` source, or one that opens with `{` or `[`: CRIC, pSConfig)
-    or else YAML; ValueError saying at which line and column it breaks, in one line (a YAML
-    parser's view of broken JSON would only confuse).
+    or else YAML without aliases; ValueError saying at which line and column it breaks, in one
+    line (a YAML parser's view of broken JSON would only confuse).
 
     >>> decode_document(b'{"CERN-PROD": ["psl01.cern.ch",]}', "sites.json")
     Traceback (most recent call last):
@@ -89,6 +106,10 @@ def decode_document(data: bytes, source: str) -> Any:
     ValueError: invalid JSON at line 1, column 31: trailing comma is not allowed
     >>> decode_document(b"CERN-PROD: [psl01.cern.ch]", "sites.yaml")
     {'CERN-PROD': ['psl01.cern.ch']}
+    >>> decode_document(b"a: &a [ps.a.org]\\nCERN-PROD: [*a]", "sites.yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid YAML at line 2, column 13: an alias (*a) is not accepted in a topology
     """
     try:
         return orjson.loads(data)
@@ -97,11 +118,40 @@ def decode_document(data: bytes, source: str) -> Any:
             message = f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
             raise ValueError(message) from None
     try:
-        return yaml.safe_load(data)
+        return yaml.load(data, Loader=_TopologyYamlLoader)  # noqa: S506 (safe, without aliases)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ValueError(f"invalid YAML{where}: {error.problem or error.context}") from None
+
+
+class _TopologyYamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing aliases, and documents over `MAX_YAML_NODES` nodes or
+    `MAX_YAML_DEPTH` levels, as they are composed (before any node is built into an object)."""
+
+    def __init__(self, stream: bytes) -> None:
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            self._refuse(f"an alias (*{event.anchor}) is not accepted in a topology", event)
+        self._nodes += 1
+        if self._nodes > MAX_YAML_NODES:
+            self._refuse(f"more than {MAX_YAML_NODES:,} nodes", event)
+        if self._depth >= MAX_YAML_DEPTH:
+            self._refuse(f"nested deeper than {MAX_YAML_DEPTH} levels", event)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    @staticmethod
+    def _refuse(problem: str, event: yaml.Event) -> None:
+        raise yaml.composer.ComposerError(None, None, problem, event.start_mark)  # type: ignore[arg-type]
 
 
 def _display(source: str) -> str:

@@ -109,4 +109,5 @@ def test_a_topology_in_no_layout_stops_the_start_naming_the_file(tmp_path: Path)
         timeout=60,
     )
     assert result.returncode == 2
-    assert f"nettel: topology {topology}: expected an object, not a list" in result.stderr
+    expected = f"nettel: --topology / NETTEL_TOPOLOGY: {topology}: expected an object, not a list"
+    assert expected in result.stderr

@@ -36,6 +36,8 @@ LINKS = [
     link("137.138.44.1", "203.0.113.9", "psl01-gva.cern.ch", "ps.elsewhere.example.com"),
 ]
 NOW = BASE_TS + 30
+#: How every error of --topology begins (a regular expression, as pytest matches it).
+SETTING = "--topology / NETTEL_TOPOLOGY: "
 
 
 class Inventory(BaseHTTPRequestHandler):
@@ -137,7 +139,7 @@ def test_several_inventories_are_merged(tmp_path: Path) -> None:
 
 def test_one_unreadable_inventory_of_several_refuses_them_all(tmp_path: Path) -> None:
     cric = str(DATA / "cric-rcsite-sample.json")
-    with pytest.raises(ConfigError, match=f"topology {tmp_path}/missing.json: .*No such file"):
+    with pytest.raises(ConfigError, match=f"{SETTING}{tmp_path}/missing.json: .*No such file"):
         load_topology(f"{cric},{tmp_path / 'missing.json'}")
     with pytest.raises(ConfigError, match="no file or URL given"):
         load_topology(" , ")
@@ -153,18 +155,18 @@ def test_url_errors_name_the_url_without_its_credentials(inventory: ThreadingHTT
     port = inventory.server_address[1]
     with pytest.raises(ConfigError) as error:
         load_topology(f"http://reader:s3cret@127.0.0.1:{port}/gone.json?token=abc")
-    assert str(error.value) == f"topology http://127.0.0.1:{port}/gone.json: HTTP 404"
+    assert str(error.value) == f"{SETTING}http://127.0.0.1:{port}/gone.json: HTTP 404"
     inventory.pages["/redirect"] = (302, b"")  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="HTTP 302"):
         load_topology(url_of(inventory, "/redirect"))
 
 
 def test_an_unreachable_url_or_broken_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="topology http://127.0.0.1:.*/cric.json: .*"):
+    with pytest.raises(ConfigError, match=f"{SETTING}http://127.0.0.1:.*/cric.json: .*"):
         load_topology(f"http://127.0.0.1:{closed_port()}/cric.json")
     broken = tmp_path / "broken.json"
     broken.write_text('{"CERN": [unclosed')
-    with pytest.raises(ConfigError, match=f"topology {broken}: invalid JSON at line 1, column 11"):
+    with pytest.raises(ConfigError, match=f"{SETTING}{broken}: invalid JSON at line 1, column 11"):
         load_topology(str(broken))
     unsuffixed = tmp_path / "sites"  # JSON by its first character
     unsuffixed.write_text(
@@ -173,12 +175,12 @@ def test_an_unreachable_url_or_broken_file_is_a_config_error(tmp_path: Path) -> 
     with pytest.raises(ConfigError) as error:
         load_topology(str(unsuffixed))
     assert str(error.value) == (
-        f"topology {unsuffixed}: invalid JSON at line 3, column 23: unexpected character, "
+        f"{SETTING}{unsuffixed}: invalid JSON at line 3, column 23: unexpected character, "
         "expected a string key"
     )
     yaml_broken = tmp_path / "sites.yaml"
     yaml_broken.write_text("CERN-PROD: [psl01.cern.ch\n")
-    with pytest.raises(ConfigError, match=f"topology {yaml_broken}: invalid YAML at line 2, col"):
+    with pytest.raises(ConfigError, match=f"{SETTING}{yaml_broken}: invalid YAML at line 2, col"):
         load_topology(str(yaml_broken))
     with pytest.raises(ConfigError, match="No such file"):
         load_topology(str(tmp_path / "missing.json"))
