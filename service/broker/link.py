@@ -41,6 +41,12 @@ from service.lifecycle import BackgroundLoop
 
 #: How often a connected link checks its socket, in case stomp.py's events were missed.
 CHECK_SECONDS = 1.0
+#: A frame still arriving after this long makes the link count as not connected (`stuck`)...
+FRAME_STUCK_SECONDS = 5.0
+#: ...and after this long (without heart-beats; with them, the heart-beat grace,
+#: `heartbeat_ms` x `heartbeat_tolerance`) the connection is dropped and made again: its bytes
+#: keep stomp.py's heart-beat check content, but nothing after the frame can arrive.
+FRAME_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,13 @@ class BrokerAccess:
     heartbeat_tolerance: float = 3.0
     tls: TlsFiles | None = None
     vhost: str | None = None
+
+    @property
+    def frame_timeout_seconds(self) -> float:
+        """How long one frame may take to arrive before its connection is dropped."""
+        if not self.heartbeat_ms:
+            return FRAME_TIMEOUT_SECONDS
+        return self.heartbeat_ms * self.heartbeat_tolerance / 1000
 
 
 def heartbeat_header(heartbeat_ms: int, tolerance: float) -> tuple[int, int]:
@@ -144,11 +157,30 @@ class BrokerLink:
         self._down_total = 0.0
         self._connections = 0
         self._failures = 0  # connect attempts failed in a row
+        #: Connections this link dropped itself, by reason (`frame_timeout`).
+        self.dropped: dict[str, int] = {}
+        #: Frames longer than the transport's bound, delivered cut (connections closed before).
+        self._frames_cut_before = 0
         self._loop = BackgroundLoop(f"{label.replace(' ', '-')}-link", self._supervise)
 
     @property
     def connected(self) -> bool:
         return self._up.is_set()
+
+    @property
+    def stuck(self) -> bool:
+        """Connected, but a frame has been arriving for over FRAME_STUCK_SECONDS (or the
+        frame timeout, if shorter): nothing after it can be received meanwhile."""
+        connection = self.connection
+        limit = min(FRAME_STUCK_SECONDS, self._access.frame_timeout_seconds)
+        return connection is not None and connection.transport.frame_seconds() > limit
+
+    @property
+    def frames_cut(self) -> int:
+        """Frames longer than the transport's bound, kept only in part, since creation."""
+        connection = self._connection
+        current = 0 if connection is None else connection.transport.frames.frames_cut
+        return self._frames_cut_before + current
 
     @property
     def connection(self) -> BufferedConnection12 | None:
@@ -198,9 +230,30 @@ class BrokerLink:
             self.report_lost(connection)  # gone without a word from stomp.py
             self._loop.pause_next(0)
             return
+        elif connection is not None and self._frame_overdue(connection):
+            self._loop.pause_next(0)
+            return
         failures = self._failures
         pause = backoff_seconds(failures, self._max_backoff) if failures else CHECK_SECONDS
         self._loop.pause_next(pause)
+
+    def _frame_overdue(self, connection: BufferedConnection12) -> bool:
+        """Drop `connection` (counted, logged, reconnected) when a frame has been arriving for
+        longer than the frame timeout."""
+        seconds = connection.transport.frame_seconds()
+        timeout = self._access.frame_timeout_seconds
+        if seconds <= timeout:
+            return False
+        reason = "frame_timeout"
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        self._log.warning(
+            f"{self._label} connection dropped: a frame did not end in time",
+            extra=self._log_extra
+            | {"reason": reason, "seconds": round(seconds, 1), "timeout": timeout},
+        )
+        connection.transport.drop(reason)
+        self.report_lost(connection)
+        return True
 
     def _connect(self) -> bool:
         self._close()
@@ -271,6 +324,7 @@ class BrokerLink:
             self._mark_down()
             connection, self._connection = self._connection, None
         if connection is not None:
+            self._frames_cut_before += connection.transport.frames.frames_cut
             _disconnect_quietly(connection)
 
 

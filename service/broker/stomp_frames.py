@@ -62,7 +62,9 @@ def parse_frame(frame: bytes) -> stomp.utils.Frame | None:
     return parsed
 
 
-def preamble_bounds(buffer: bytes, start: int = 0, end: int | None = None) -> tuple[int, int]:
+def preamble_bounds(
+    buffer: bytes | bytearray, start: int = 0, end: int | None = None
+) -> tuple[int, int]:
     """Where the header block of buffer[start:end] ends and its body starts: at the first blank
     line (LF or CRLF); both `end` when there is none."""
     end = len(buffer) if end is None else end

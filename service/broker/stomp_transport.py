@@ -9,7 +9,9 @@ receiver thread's time (py-spy, docs/performance.md).
 
 `BufferedTransport` keeps stomp.py's socket handling, connection, failover, heart-beats and
 sending, and replaces only the step of its I/O loop that reads and dispatches frames:
-`split_frames` cuts a read into frames with `bytes.find` and no copy of the remainder per frame,
+`FrameReader` cuts the reads into frames with `bytes.find`, each byte appended, searched and
+copied out once (no copy of the remainder per frame or per read), and keeps at most
+`MAX_FRAME_BYTES` of a frame,
 `stomp_frames.parse_frame` parses each, and MESSAGE frames go straight to the listeners' own
 handlers (those that override `ConnectionListener`'s no-op ones, looked up once per change of
 listeners). Other frames take stomp.py's `process_frame`, receipts and errors included.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import re
 import ssl
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -43,30 +46,168 @@ _LENGTH_VALUE = re.compile(rb"\s*([0-9]+)")
 FrameHandlers = tuple[tuple[Callable[[Frame], Any], ...], tuple[Callable[[Frame], Any], ...]]
 
 
-def split_frames(buffer: bytes) -> tuple[list[bytes], bytes]:
-    """The whole frames at the start of `buffer` (without their NUL) and the bytes after them.
+#: The most of one frame kept in memory (`FrameReader`): the body limit (1 MiB,
+#: `service.parse.limits`) and room for headers, so a frame cut to it is still refused as
+#: `too_large` by the parser.
+MAX_FRAME_BYTES = 2 * 1024 * 1024
+_NOT_LF = re.compile(rb"[^\n]")
 
-    As stomp.py's reader: a frame ends at its first NUL unless its headers carry a
-    `content-length` that reaches past it (a body holding NULs), and the line feeds after a
-    frame's NUL are dropped.
+
+class FrameReader:
+    """Cuts received bytes into frames as stomp.py's reader does, in time linear in the bytes,
+    keeping at most `max_frame_bytes` of a frame.
+
+    A frame ends at its first NUL unless its headers carry a `content-length` that reaches past
+    it (a body holding NULs); the line feeds after a frame's NUL are dropped (heart-beats).
+    Every received byte is appended once, searched for a NUL once and copied out once with its
+    frame (`bytes_copied`, `bytes_scanned` count this work). A frame longer than the bound is
+    cut: its first `max_frame_bytes` bytes are kept and delivered once its end has arrived, the
+    rest is read and dropped (`frames_cut`). The frame is still delivered, so that a broker's
+    oversized message is refused (`too_large`) and acknowledged like any other bad message
+    instead of being redelivered forever; a frame that never ends is the link's to drop
+    (`frame_started`: when the frame being read began, for its deadline).
     """
-    frames: list[bytes] = []
-    start, size = 0, len(buffer)
-    while (end := buffer.find(b"\x00", start)) >= 0:
-        preamble_end, body_start = preamble_bounds(buffer, start, end)
-        declared = buffer.find(_CONTENT_LENGTH, start, preamble_end) if preamble_end < end else -1
-        value_at = declared + len(_CONTENT_LENGTH)
-        if 0 <= declared and (value := _LENGTH_VALUE.match(buffer, value_at, preamble_end)):
-            frame_end = body_start + int(value[1])
-            if frame_end > end:
-                if frame_end >= size:
-                    break  # the rest of the body has not arrived yet
-                end = frame_end
-        frames.append(buffer[start:end])
-        start = end + 1
-        while buffer.startswith(b"\n", start):  # stomp.py drops LFs only; a CR stays for the next
-            start += 1
-    return frames, buffer[start:]
+
+    def __init__(
+        self,
+        max_frame_bytes: int | None = MAX_FRAME_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._clock = clock
+        self._buffer = bytearray()  # the current frame's bytes (only its start once cut)
+        self._nul_from = 0  # the current frame has no NUL in _buffer before this
+        self._frame_end = -1  # where the current frame ends (its content-length), once known
+        self._declared = -1  # a cut frame's declared end, before a NUL was seen
+        self._seen = 0  # bytes of a cut frame received so far
+        self._cut = False
+        #: When the first byte of the frame being read came (clock); None between frames.
+        self.frame_started: float | None = None
+        self.bytes_copied = 0
+        self.bytes_scanned = 0
+        self.frames_cut = 0
+
+    @property
+    def between_frames(self) -> bool:
+        """No frame is partly read."""
+        return not self._buffer
+
+    @property
+    def pending(self) -> bytes:
+        """The kept bytes of the frame not yet complete."""
+        return bytes(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The frames (without their NUL) that `data` completes."""
+        frames: list[bytes] = []
+        position, size = 0, len(data)
+        while position < size:
+            if self._cut:
+                position = self._skip(data, position, frames)
+                continue
+            if self.frame_started is None and _NOT_LF.search(data, position):
+                self.frame_started = self._clock()  # line feeds alone are heart-beats
+            self._buffer += data if position == 0 else memoryview(data)[position:]
+            self.bytes_copied += size - position
+            position = size
+            self._split(frames)
+            bound = self.max_frame_bytes
+            if bound is not None and len(self._buffer) > bound:
+                self._start_cut(bound)
+        return frames
+
+    def _split(self, frames: list[bytes]) -> None:
+        """Move the whole frames at the start of the buffer to `frames`."""
+        buffer, start, size = self._buffer, 0, len(self._buffer)
+        while True:
+            end = self._frame_end
+            if end < 0:
+                scan_from = max(start, self._nul_from)
+                end = buffer.find(b"\x00", scan_from)
+                self.bytes_scanned += (size if end < 0 else end) - scan_from
+                if end < 0:
+                    self._nul_from = size
+                    break
+                self.bytes_scanned += end - start  # the header block, once per frame
+                declared = _declared_end(buffer, start, end)
+                if declared > end:
+                    self._frame_end = end = declared
+            if end >= size:
+                break  # the rest of the body has not arrived yet
+            self._emit(frames, buffer, start, end)
+            start = _after_line_feeds(buffer, end + 1)
+            self._frame_end, self._nul_from = -1, start
+        if start:
+            del buffer[:start]
+            self.bytes_copied += size - start
+            self._nul_from -= start
+            if self._frame_end >= 0:
+                self._frame_end -= start
+            self.frame_started = self._clock() if buffer else None
+
+    def _emit(self, frames: list[bytes], buffer: bytearray, start: int, end: int) -> None:
+        bound = self.max_frame_bytes
+        if bound is not None and end - start > bound:
+            end = start + bound
+            self.frames_cut += 1
+        frames.append(bytes(buffer[start:end]))
+        self.bytes_copied += end - start
+
+    def _start_cut(self, bound: int) -> None:
+        """The frame passed the bound: keep its start, read the rest without keeping it."""
+        buffer = self._buffer
+        if self._frame_end < 0:  # no NUL yet: the frame ends at the first one or its length
+            self._declared = _declared_end(buffer, 0, len(buffer))
+        self._seen = len(buffer)
+        del buffer[bound:]
+        self._cut = True
+
+    def _skip(self, data: bytes, position: int, frames: list[bytes]) -> int:
+        """Read on through a cut frame; past its end once it came (the kept part delivered)."""
+        size = len(data)
+        if self._frame_end < 0:
+            nul = data.find(b"\x00", position)
+            self.bytes_scanned += (size if nul < 0 else nul) - position
+            if nul < 0:
+                self._seen += size - position
+                return size
+            at = self._seen + nul - position  # the first NUL, counted from the frame's start
+            self._frame_end = max(at, self._declared)
+        remaining = self._frame_end - self._seen  # bytes before the frame's end
+        if remaining >= size - position:
+            self._seen += size - position
+            return size
+        frames.append(bytes(self._buffer))
+        self.bytes_copied += len(self._buffer)
+        self.frames_cut += 1
+        self._buffer.clear()
+        self._cut, self._frame_end, self._declared, self._nul_from = False, -1, -1, 0
+        self.frame_started = None
+        return _after_line_feeds(data, position + remaining + 1)
+
+
+def _declared_end(buffer: bytes | bytearray, start: int, end: int) -> int:
+    """Where a frame starting at `start` ends by its `content-length` header (found in its
+    header block before `end`); -1 without one."""
+    preamble_end, body_start = preamble_bounds(buffer, start, end)
+    declared = buffer.find(_CONTENT_LENGTH, start, preamble_end) if preamble_end < end else -1
+    if declared < 0:
+        return -1
+    value = _LENGTH_VALUE.match(buffer, declared + len(_CONTENT_LENGTH), preamble_end)
+    return body_start + int(value[1]) if value else -1
+
+
+def _after_line_feeds(buffer: bytes | bytearray, start: int) -> int:
+    """`start`, moved past line feeds (stomp.py drops LFs only; a CR stays for the next frame)."""
+    found = _NOT_LF.search(buffer, start)
+    return len(buffer) if found is None else found.start()
+
+
+def split_frames(buffer: bytes) -> tuple[list[bytes], bytes]:
+    """The whole frames at the start of `buffer` (without their NUL) and the bytes after them."""
+    reader = FrameReader(max_frame_bytes=None)
+    frames = reader.feed(buffer)
+    return frames, reader.pending
 
 
 def _overriding(listener: object, name: str) -> Callable[[Frame], Any] | None:
@@ -80,9 +221,17 @@ def _overriding(listener: object, name: str) -> Callable[[Frame], Any] | None:
 class BufferedTransport(stomp.transport.Transport):
     """stomp.py's Transport whose I/O loop reads and dispatches frames as described above."""
 
-    def __init__(self, host_and_ports: Sequence[tuple[str, int]], **options: Any) -> None:
+    def __init__(
+        self,
+        host_and_ports: Sequence[tuple[str, int]],
+        max_frame_bytes: int | None = MAX_FRAME_BYTES,
+        **options: Any,
+    ) -> None:
         super().__init__(host_and_ports, auto_decode=False, recv_bytes=RECV_BYTES, **options)
-        self._unsplit = b""
+        #: Cuts the received bytes into frames (bounded, linear: `FrameReader`).
+        self.frames = FrameReader(max_frame_bytes)
+        #: Why `drop` closed the connection; None when it did not.
+        self.dropped_for: str | None = None
         self._message_handlers: FrameHandlers | None = None
         #: The headers of the broker's CONNECTED frame (`server` names the broker), once come.
         self.connected_headers: dict[str, str] = {}
@@ -96,17 +245,31 @@ class BufferedTransport(stomp.transport.Transport):
         self._message_handlers = None
 
     def _BaseTransport__read_frames(self) -> None:  # noqa: N802 - replaces stomp.py's private step
-        received = self._receive_to_frame_end()
-        if not received:
-            return
-        if received == b"\n" and not self._unsplit:  # a heart-beat between frames
-            self.process_frame(HEARTBEAT_FRAME, received)
-            return
-        frames, self._unsplit = split_frames(self._unsplit + received)
-        for raw in frames:
-            frame = parse_frame(raw)
-            if frame is not None:
-                self.process_frame(frame, raw)
+        """Read until a chunk holds a NUL (as stomp.py's reader does), handing each chunk to the
+        frame reader at once, so that nothing but the reader's bounded buffer holds a frame."""
+        while self.running:
+            chunk = self._receive_chunk()
+            if not chunk:
+                return
+            if chunk == b"\n" and self.frames.between_frames:  # a heart-beat between frames
+                self.process_frame(HEARTBEAT_FRAME, chunk)
+                return
+            for raw in self.frames.feed(chunk):
+                frame = parse_frame(raw)
+                if frame is not None:
+                    self.process_frame(frame, raw)
+            if b"\x00" in chunk:
+                return
+
+    def frame_seconds(self) -> float:
+        """How long the frame being read has been arriving; 0 between frames."""
+        started = self.frames.frame_started
+        return 0.0 if started is None else time.monotonic() - started
+
+    def drop(self, reason: str) -> None:
+        """Close the socket under the connection (the receiver sees it closed), for `reason`."""
+        self.dropped_for = reason
+        self.disconnect_socket()
 
     def process_frame(self, f: Frame, frame_str: bytes) -> None:
         if f.cmd != "MESSAGE":
@@ -129,33 +292,26 @@ class BufferedTransport(stomp.transport.Transport):
         self._message_handlers = (before, on_message)
         return self._message_handlers
 
-    def _receive_to_frame_end(self) -> bytes:
-        """Read until a chunk holds a NUL, as stomp.py's reader does; b"" when nothing came.
+    def _receive_chunk(self) -> bytes:
+        """One read of the socket; b"" when nothing came (a non-blocking socket).
 
         Raises ConnectionClosedException when the peer closed a blocking socket.
         """
-        chunks: list[bytes] = []
         while self.running:
             try:
                 chunk: bytes = self.receive()
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                break
+                return b""
             except exception.InterruptedException:
                 continue
             except Exception:  # noqa: BLE001 - stomp.py treats any read error as a closed socket
                 stomp_log.debug("socket read error", exc_info=True)
                 chunk = b""
-            if not chunk:
-                if not self.blocking:
-                    break  # a TLS socket may have nothing to hand out yet
-                self._unsplit = b""
+            if not chunk and self.blocking:
+                self.frames = FrameReader(self.frames.max_frame_bytes)
                 raise exception.ConnectionClosedException()
-            if chunk == b"\n" and not chunks:
-                return chunk
-            chunks.append(chunk)
-            if b"\x00" in chunk:
-                break
-        return b"".join(chunks)
+            return chunk  # a TLS socket may have nothing to hand out yet
+        return b""
 
 
 class BufferedConnection12(stomp.Connection12):

@@ -151,7 +151,18 @@ class StompSource:
 
     @property
     def connected(self) -> bool:
-        return self._link.connected
+        """Subscribed, and no frame stuck half-read (`BrokerLink.stuck`): /readyz's test."""
+        return self._link.connected and not self._link.stuck
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Connections dropped by nettel itself, by reason (a frame that did not end in time)."""
+        return dict(self._link.dropped)
+
+    @property
+    def frames_cut(self) -> int:
+        """Frames longer than the receive bound, kept only in part (then refused `too_large`)."""
+        return self._link.frames_cut
 
     @property
     def connections(self) -> int:

@@ -38,6 +38,20 @@ class BrokerCollector(AlwaysCollected):
             "Time without a broker connection since start.",
             value=source.disconnected_seconds(),
         )
+        dropped = CounterMetricFamily(
+            "nettel_broker_connections_dropped",
+            "Broker connections nettel dropped itself, by reason (frame_timeout: a frame still "
+            "arriving after the heart-beat grace), each followed by a reconnect.",
+            labels=["reason"],
+        )
+        dropped.add_metric(["frame_timeout"], source.dropped.get("frame_timeout", 0))
+        yield dropped
+        yield CounterMetricFamily(
+            "nettel_broker_frames_cut",
+            "Frames longer than the receive bound (2 MiB): only their start kept, the message "
+            "refused as too_large.",
+            value=source.frames_cut,
+        )
         yield CounterMetricFamily(
             "nettel_broker_connections",
             "Broker connections made since start: each one after the first is a reconnect, and "
