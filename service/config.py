@@ -396,6 +396,14 @@ class Settings(BaseSettings):
     warm_timeout: float = Field(
         30.0, gt=0, le=600, description="timeout (s) of the warm_from request: connect, each read"
     )
+    warm_deadline: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="the whole warm_from (request, transfer, checks, decode) at most, in seconds; "
+        "then the replica starts from its own state (HTTP serves meanwhile, /readyz says why "
+        "it is not ready)",
+    )
     retire_after: Annotated[float, NoDecode] = Field(
         7 * 86_400.0,
         ge=0,

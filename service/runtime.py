@@ -5,6 +5,7 @@ ordered list (`running_parts`): started in order, stopped in reverse."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from service.parse.limits import InputLimits
 from service.parse.records import MeasurementKind
 from service.persistence.durability import Persistence, acknowledge_nothing
 from service.persistence.journal import Journal
+from service.persistence.snapshot_checks import ContentCheck
 from service.persistence.snapshot_store import SnapshotStore
 from service.persistence.state_dir_lock import StateDirLock
 from service.persistence.warm_start import WarmOutcome, WarmSource, warm_start
@@ -80,8 +82,17 @@ class Runtime:
     election: BrokerElection | None = None
     #: Where --warm-from takes the state from at start (None without it).
     warm: WarmSource | None = None
-    #: How --warm-from ended (None without it or before start).
+    #: How --warm-from ended (None without it or before it ended).
     warm_outcome: WarmOutcome | None = None
+    #: The content check that refused the warm state (outcome `rejected`).
+    warm_rejected_check: ContentCheck | None = None
+    #: When (monotonic) the warm start in progress began; None when none is.
+    warm_since: float | None = None
+    #: Why a part started after the warm start failed to start (None: none did).
+    start_failure: str | None = None
+    #: Called when a part started after the warm start fails to start (the lifespan ends the
+    #: process then, as a failed start before serving would have).
+    on_start_failure: Callable[[BaseException], object] | None = None
     #: This process's hold on --state-dir (None without it).
     state_dir_lock: StateDirLock | None = None
     #: Which new links the state takes (--max-links, --new-links-per-minute).
@@ -97,12 +108,23 @@ class Runtime:
     registry: CollectorRegistry = field(init=False)
     #: What runs, in start order (set by `build_runtime`; see `running_parts`).
     parts: list[Component] = field(init=False)
+    _warm_thread: threading.Thread | None = field(default=None, init=False)
+    _warm_cancel: threading.Event = field(default_factory=threading.Event, init=False)
+    _start_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _stopping: bool = field(default=False, init=False)
 
     def start(self) -> None:
-        """Start `parts` in order; when one fails, stop those started (in reverse) and raise."""
+        """Start `parts` in order; when one fails, stop those started (in reverse) and raise.
+
+        With --warm-from, the parts up to the warm start start here and the warm start and the
+        parts after it on a thread of their own (`_warm_then_start`), so that the HTTP server
+        serves meanwhile (/readyz says why it is not ready)."""
         started: list[Component] = []
         try:
-            for part in self.parts:
+            for number, part in enumerate(self.parts):
+                if part.name == WARM_START_PART and self.warm is not None:
+                    self._start_warm(self.warm, self.parts[number + 1 :])
+                    return
                 part.start()
                 started.append(part)
         except BaseException:
@@ -112,16 +134,65 @@ class Runtime:
 
     def stop(self) -> None:
         """Stop `parts` in reverse: stop consuming, snapshot what was applied (acknowledging
-        it), disconnect, then end the publishers."""
+        it), disconnect, then end the publishers. A warm start in progress is abandoned first
+        (parts it did not start yet are stopped unstarted)."""
+        with self._start_lock:
+            self._stopping = True
+        self._warm_cancel.set()
+        if self._warm_thread is not None:
+            self._warm_thread.join()
         for part in reversed(self.parts):
             part.stop()
+
+    def _start_warm(self, warm: WarmSource, rest: list[Component]) -> None:
+        self.warm_since = time.monotonic()
+        self._warm_thread = threading.Thread(
+            target=self._warm_then_start, args=(warm, rest), name="warm-start", daemon=True
+        )
+        self._warm_thread.start()
+
+    def _warm_then_start(self, warm: WarmSource, rest: list[Component]) -> None:
+        """The warm start, then the parts after it, in order (unless stopping meanwhile)."""
+        taken = self.fetch_warm_state(warm)
+        with self._start_lock:
+            if self._stopping:
+                return
+            self.adopt_warm_state(taken)
+            self.warm_since = None
+            started: list[Component] = []
+            try:
+                for part in rest:
+                    part.start()
+                    started.append(part)
+            except BaseException as error:
+                logging.getLogger("nettel").exception(
+                    "start failed after the warm start", extra={"part": part.name}
+                )
+                for done in reversed(started):
+                    done.stop()
+                self.start_failure = f"{part.name} failed to start: {type(error).__name__}"
+                if self.on_start_failure is not None:
+                    self.on_start_failure(error)
 
     def take_warm_state(self, warm: WarmSource) -> None:
         """--warm-from, once subscribed (frames wait in the batcher, not yet started): take the
         peer's state and replay our journal onto it. What is published meanwhile is not missed,
         and what the peer's state already holds is applied again, which stores the same minute
         in the same slot: no datapoint counts twice."""
-        loaded, self.warm_outcome = warm_start(warm, self.state.index.topology)
+        self.adopt_warm_state(self.fetch_warm_state(warm))
+
+    def fetch_warm_state(self, warm: WarmSource) -> LinkState | None:
+        """The peer's state, checked against this replica's host bindings (None on failure,
+        with `warm_outcome` and, for a refused content, `warm_rejected_check` set)."""
+        with self.state.frozen():
+            bindings = dict(self.state.index.ip_by_host_version)
+        result = warm_start(
+            warm, self.state.index.topology, bindings=bindings, cancelled=self._warm_cancel
+        )
+        self.warm_outcome, self.warm_rejected_check = result.outcome, result.check
+        return result.state
+
+    def adopt_warm_state(self, loaded: LinkState | None) -> None:
         if loaded is not None:
             self.state.adopt(loaded)
             if self.persistence is not None:
@@ -178,6 +249,13 @@ class Runtime:
         --backfill-from, the backfill in one (or its bound expired); otherwise the reasons why
         not."""
         problems = []
+        if self.start_failure is not None:
+            problems.append(self.start_failure)
+        if (since := self.warm_since) is not None and self.warm is not None:
+            waited, deadline = time.monotonic() - since, self.warm.deadline
+            problems.append(
+                f"warm start in progress ({waited:.0f} s, at most --warm-deadline {deadline:g} s)"
+            )
         if self.source is not None and not self.source.connected:
             problems.append("not connected to a broker")
         latest = self.cycle.latest
@@ -188,6 +266,10 @@ class Runtime:
         if waiting:
             problems.append(waiting)
         return not problems, problems
+
+
+#: The name of the part that takes --warm-from's state (started on a thread of its own).
+WARM_START_PART = "warm start"
 
 
 def build_runtime(settings: Settings) -> Runtime:
@@ -282,7 +364,7 @@ def running_parts(runtime: Runtime) -> list[Component]:
         runtime.topology,
         None if parsers is None else Hooks("parser processes", on_stop=parsers.stop),
         None if source is None else Hooks("subscription", source.start, source.stop),
-        None if warm is None else Hooks("warm start", partial(runtime.take_warm_state, warm)),
+        None if warm is None else Hooks(WARM_START_PART, partial(runtime.take_warm_state, warm)),
         runtime.persistence,
         runtime.cycle,
         runtime.batcher,
@@ -305,7 +387,9 @@ def metrics_registry(runtime: Runtime) -> CollectorRegistry:
         IngestCollector(runtime.pipeline, runtime.batcher, runtime.backfill, started_at)
     )
     registry.register(LinkStateCollector(runtime.state, runtime.settings.max_links))
-    registry.register(WarmStartCollector(lambda: runtime.warm_outcome))
+    registry.register(
+        WarmStartCollector(lambda: runtime.warm_outcome, lambda: runtime.warm_rejected_check)
+    )
     if runtime.source is not None:
         registry.register(BrokerCollector(runtime.source))
     registry.register(ElectionCollector(runtime.election, runtime.publishes_telemetry))
@@ -404,7 +488,14 @@ def warm_source(settings: Settings, store: SnapshotStore | None) -> WarmSource |
         return None
     own = store.path if store is not None and store.path.exists() else None
     token, timeout = settings.warm_bearer_token(), settings.warm_timeout
-    return WarmSource(settings.warm_from, token, timeout, own)
+    return WarmSource(
+        settings.warm_from,
+        token,
+        timeout,
+        own,
+        max_links=settings.max_links,
+        deadline=settings.warm_deadline,
+    )
 
 
 def restore_state(

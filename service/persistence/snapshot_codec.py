@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -75,8 +76,24 @@ def encode_state_parts(state: LinkState) -> EncodedState:
     return EncodedState(MAGIC + hashlib.sha256(body).digest(), body)
 
 
-def decode_state(data: bytes | bytearray, topology: Topology) -> LinkState:
-    """Rebuild a LinkState from snapshot bytes; SnapshotFormatError when they cannot be trusted."""
+class ContentChecks(Protocol):
+    """What a state from elsewhere must pass before it is built (`snapshot_checks.ContentLimits`):
+    the link list first (before any array is read), then the arrays."""
+
+    def check_links(self, links: list[list[str]], topology: Topology) -> None: ...
+
+    def check_arrays(self, arrays: Mapping[str, np.ndarray]) -> None: ...
+
+
+def decode_state(
+    data: bytes | bytearray, topology: Topology, checks: ContentChecks | None = None
+) -> LinkState:
+    """Rebuild a LinkState from snapshot bytes; SnapshotFormatError when they cannot be trusted.
+
+    The archive's members must be exactly this version's arrays, stored uncompressed (so the
+    bytes decoded are the bytes received), each with the shape and type its header declares
+    checked before its data is read. With `checks` (a state from elsewhere), the content is
+    checked too, the link list before any array is read."""
     view = memoryview(data)  # slices without copies
     if view[:8] != MAGIC:
         raise SnapshotFormatError("not a nettel state snapshot of format version 1")
@@ -84,10 +101,11 @@ def decode_state(data: bytes | bytearray, topology: Topology) -> LinkState:
     if hashlib.sha256(body).digest() != view[8:40]:
         raise SnapshotFormatError("checksum mismatch (corrupt or truncated)")
     try:
-        with np.load(io.BytesIO(body), allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-        return _restore(arrays, topology)
-    except (OSError, ValueError, KeyError) as error:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            return _restore(archive, topology, checks)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as error:
+        if isinstance(error, SnapshotFormatError):
+            raise
         raise SnapshotFormatError(f"unreadable payload: {error}") from None
 
 
@@ -100,26 +118,95 @@ def _index_document(state: LinkState) -> dict[str, Any]:
     }
 
 
-def _restore(arrays: dict[str, np.ndarray], topology: Topology) -> LinkState:
-    index = orjson.loads(arrays.pop("index").tobytes())
-    if index.get("version") != FORMAT_VERSION or index.get("window_minutes") != WINDOW_MINUTES:
-        raise SnapshotFormatError("snapshot of another format version or window length")
-    sources, destinations, source_hosts, destination_hosts = index["links"]
-    state = LinkState(topology, capacity=max(len(sources), 1))
-    _fill_buffers(state.buffers, arrays, len(sources))
-    state.index.add_restored(sources, destinations, source_hosts, destination_hosts)
+def _restore(
+    archive: zipfile.ZipFile, topology: Topology, checks: ContentChecks | None
+) -> LinkState:
+    templates = _templates()
+    members = {info.filename: info for info in archive.infolist()}
+    expected = {f"{name}.npy" for name in (*templates, "index")}
+    if len(members) != len(archive.infolist()) or set(members) != expected:
+        raise SnapshotFormatError("snapshot arrays do not match this version's link state")
+    for info in members.values():
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise SnapshotFormatError(f"array {info.filename} is compressed (never written so)")
+    raw_index = _read_member(archive, members["index.npy"], None, np.dtype(np.uint8))
+    links = _links(orjson.loads(raw_index.tobytes()))
+    if checks is not None:
+        checks.check_links(links, topology)
+    n = len(links[0])
+    arrays = {
+        name: _read_member(
+            archive, members[f"{name}.npy"], (n, *template.shape[1:]), template.dtype
+        )
+        for name, template in templates.items()
+    }
+    if checks is not None:
+        checks.check_arrays(arrays)
+    state = LinkState(topology, capacity=max(n, 1))
+    targets = _targets(state.buffers)
+    for name, target in targets.items():
+        target[:n] = arrays[name]
+    state.index.add_restored(*links)
     return state
 
 
-def _fill_buffers(buffers: LinkBuffers, arrays: dict[str, np.ndarray], n: int) -> None:
+def _links(index: Any) -> list[list[str]]:
+    """The index document's four per-link lists, checked for type and length."""
+    if not isinstance(index, dict):
+        raise SnapshotFormatError("snapshot index is not an object")
+    if index.get("version") != FORMAT_VERSION or index.get("window_minutes") != WINDOW_MINUTES:
+        raise SnapshotFormatError("snapshot of another format version or window length")
+    links = index.get("links")
+    if (
+        not isinstance(links, list)
+        or len(links) != 4
+        or not all(isinstance(c, list) for c in links)
+    ):
+        raise SnapshotFormatError("snapshot index has no four link lists")
+    if len({len(column) for column in links}) != 1:
+        raise SnapshotFormatError("snapshot index lists differ in length")
+    if not all(isinstance(value, str) for column in links for value in column):
+        raise SnapshotFormatError("snapshot index holds a name that is not a string")
+    return links
+
+
+def _templates() -> dict[str, np.ndarray]:
+    """This version's arrays (one row each), by archive name: their row shape and type."""
+    return _targets(LinkBuffers(1))
+
+
+def _targets(buffers: LinkBuffers) -> dict[str, np.ndarray]:
     targets: dict[str, np.ndarray] = {"slot_minute": buffers.slot_minute}
     targets |= {f"series/{k}": buffers.series[k] for k in SERIES}
     targets |= {f"archive/{k}": buffers.archive[k] for k in ARCHIVE}
     targets |= {name: getattr(buffers, name) for name in _PER_LINK}
-    if set(arrays) != set(targets):
-        raise SnapshotFormatError("snapshot arrays do not match this version's link state")
-    for name, target in targets.items():
-        source = arrays[name]
-        if source.shape != (n, *target.shape[1:]) or source.dtype != target.dtype:
-            raise SnapshotFormatError(f"array {name} has shape {source.shape} / {source.dtype}")
-        target[:n] = source
+    return targets
+
+
+def _read_member(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    shape: tuple[int, ...] | None,
+    dtype: np.dtype[Any],
+) -> np.ndarray:
+    """One .npy member, its header checked (`shape`, or any 1-D length for None; `dtype`; C
+    order) before exactly the bytes it declares are read."""
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            declared, fortran, kind = np.lib.format.read_array_header_1_0(member)
+        elif version == (2, 0):
+            declared, fortran, kind = np.lib.format.read_array_header_2_0(member)
+        else:
+            raise SnapshotFormatError(f"array {info.filename}: .npy version {version}")
+        one_dimensional = shape is None and len(declared) == 1
+        if fortran or kind != dtype or not (one_dimensional or declared == shape):
+            shown = f"{declared} / {kind}{' (Fortran order)' if fortran else ''}"
+            raise SnapshotFormatError(f"array {info.filename[:-4]} has shape {shown}")
+        size = int(np.prod(declared, dtype=np.int64)) * dtype.itemsize
+        if size > info.file_size:
+            raise SnapshotFormatError(f"array {info.filename[:-4]} declares more than it holds")
+        data = member.read(size)
+    if len(data) != size:
+        raise SnapshotFormatError(f"array {info.filename[:-4]} is truncated")
+    return np.frombuffer(data, dtype=dtype).reshape(declared)

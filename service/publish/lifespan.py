@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -39,6 +40,7 @@ async def publishers_lifespan(app: FastAPI) -> AsyncIterator[None]:
 @asynccontextmanager
 async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
     runtime = _runtime(app)
+    runtime.on_start_failure = _end_process  # a part started after the warm start failed
     runtime.start()
     _close_streams_on_exit_signals(runtime.publishers)
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
@@ -46,6 +48,11 @@ async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         runtime.stop()
+
+
+def _end_process(error: BaseException) -> None:
+    """Stop serving as a failed start would have (uvicorn's SIGTERM handling: shutdown)."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _runtime(app: FastAPI) -> Runtime:

@@ -63,8 +63,8 @@ def test_failures_are_outcomes_with_reasons_not_exceptions(
 ) -> None:
     unreachable = WarmSource(f"http://127.0.0.1:{free_port()}", token="x", timeout=2)
     with caplog.at_level(logging.ERROR):
-        assert warm_start(unreachable, Topology()) == (None, WarmOutcome.UNREACHABLE)
-        assert warm_start(WarmSource(str(tmp_path)), Topology()) == (None, WarmOutcome.NOT_FOUND)
+        assert warm_start(unreachable, Topology()).outcome is WarmOutcome.UNREACHABLE
+        assert warm_start(WarmSource(str(tmp_path)), Topology()).outcome is WarmOutcome.NOT_FOUND
     reasons = [getattr(record, "reason", "") for record in caplog.records]
     assert reasons[0].startswith("ConnectError")
     assert reasons[1].startswith(f"no valid snapshot in {tmp_path}")
