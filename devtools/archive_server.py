@@ -13,7 +13,11 @@ given, and pages like elmond:
 `limit` defaults to 1,000 and is capped at 10,000, as elmond caps it. A link can be made to fail
 (HTTP 500), stall (no answer until the server stops) or answer something else than a list (a
 JSON object, as a wrong URL behind a proxy might) on its data requests, and the metadata listing
-can stall too. Every request is recorded (`requests`) for tests to inspect paging.
+can stall too. Hostile links: `endless` answers 200 and sends records as fast as the client
+reads, never closing the list, until the client goes (`endless_open` counts such answers in
+progress, `endless_bytes` what they sent); `full_pages` answers every page with `limit` records
+all stamped `time-start`, so that paging by time never ends by itself. Every request is
+recorded (`requests`) for tests to inspect paging.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ ARCHIVE_PATH = "/esmond/perfsonar/archive/"
 DEFAULT_LIMIT = 1000
 LIMIT_CAP = 10_000
 Record = dict[str, Any]
-Fault = Literal["fail", "stall", "not_a_list"]
+Fault = Literal["fail", "stall", "not_a_list", "endless", "full_pages"]
+#: What an `endless` answer sends at a time: records of the real histogram's size.
+ENDLESS_CHUNK = orjson.dumps({"ts": 1_700_000_040, "val": {"2.6": 300, "2.7": 300}}) + b","
+ENDLESS_CHUNK *= (64 << 10) // len(ENDLESS_CHUNK)
 Scope = dict[str, Any]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -103,6 +110,9 @@ class ArchiveServer:
         self.links = {link.key: link for link in links}
         self.stall_metadata = stall_metadata
         self.requests: list[tuple[str, dict[str, str]]] = []
+        #: `endless` answers in progress, and the bytes they sent.
+        self.endless_open = 0
+        self.endless_bytes = 0
         self.url = ""
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -150,6 +160,9 @@ class ArchiveServer:
             self._loop, self._released = asyncio.get_running_loop(), asyncio.Event()
         query = dict(parse_qsl(scope["query_string"].decode()))
         self.requests.append((scope["path"], query))
+        if self._fault_of(scope["path"]) == "endless":
+            await self._send_endless(receive, send)  # type: ignore[arg-type]
+            return
         try:
             status, body = await self._answer(scope["path"], query)
         except ValueError as error:
@@ -174,7 +187,45 @@ class ArchiveServer:
             return await self._stall()
         if link.fault == "not_a_list":
             return 200, b'{"detail": "this is not the archive"}'
+        if link.fault == "full_pages":
+            record = {"ts": int(query["time-start"]), "val": 0.0}
+            return 200, orjson.dumps([record] * _limit(query))
         return 200, orjson.dumps(_page(link.series[event_type], query))
+
+    def _fault_of(self, path: str) -> Fault | None:
+        key = path.removeprefix(ARCHIVE_PATH).partition("/")[0]
+        link = self.links.get(key) if path.startswith(ARCHIVE_PATH) else None
+        return link.fault if link is not None else None
+
+    async def _send_endless(
+        self, receive: Callable[[], Awaitable[dict[str, Any]]], send: Send
+    ) -> None:
+        """A 200 answer whose list of records never ends, sent as fast as it is read, until
+        the client disconnects or the server stops."""
+        assert self._released is not None
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        self.endless_open += 1
+        try:
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            body = b"[" + ENDLESS_CHUNK
+            while not gone.is_set() and not self._released.is_set():
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                self.endless_bytes += len(body)
+                body = ENDLESS_CHUNK
+                await asyncio.sleep(0)  # a fast reader never pauses the transport
+            if not gone.is_set():
+                await send({"type": "http.response.body", "body": b"{}]"})
+        finally:
+            self.endless_open -= 1
+            watcher.cancel()
 
     async def _stall(self) -> tuple[int, bytes]:
         assert self._released is not None

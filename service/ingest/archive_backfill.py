@@ -7,7 +7,10 @@ bus bodies and parsed as the bus's are (`service.parse.archive`), and applied in
 links with `LinkState.apply_history`: minutes in the window are stored as live ones (later live
 data of the same minute replaces them, counted once), older ones are folded into the all-time
 moments. It all ends within `bound` seconds of the start; links not read by then are counted as
-`unfinished` and left to live data, and requests still in flight end within their timeout.
+`unfinished` and left to live data, and the reads still in flight are cut then (their sockets
+shut down: no thread goes on reading an archive that never ends its answer). Bytes are bounded
+too (per response, per backfill) and so are pages (`service.ingest.archive_client`); every cut
+is counted by reason and logged.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from itertools import islice
 from typing import Any, Generic, TypeVar
 
 from service.errors import RejectedInput, RejectReason
-from service.ingest.archive_client import MAX_PAGE_SIZE, ArchiveClient, ArchiveUnavailable
+from service.ingest.archive_client import (
+    MAX_BACKFILL_BYTES,
+    MAX_PAGE_SIZE,
+    MAX_RESPONSE_BYTES,
+    ArchiveClient,
+    ArchiveCut,
+    ArchiveUnavailable,
+    CutReason,
+)
 from service.ingest.parser_processes import ParserProcesses
 from service.ingest.reject_log import RateLimitedRejectLog
 from service.lifecycle import BackgroundLoop
@@ -71,6 +82,8 @@ class BackfillSettings:
     history: float = 1920.0
     #: parse in this many children of the backfill's own, unless given a parser
     parse_processes: int = 0
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+    max_bytes: int = MAX_BACKFILL_BYTES
 
 
 @dataclass
@@ -84,6 +97,10 @@ class BackfillReport:
     datapoints: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
     failed_requests: int = 0
+    #: Reads cut, by CutReason.
+    cuts: Counter[str] = field(default_factory=Counter)
+    #: Response bytes read from the archive.
+    bytes_read: int = 0
 
     @property
     def applied(self) -> int:
@@ -92,8 +109,12 @@ class BackfillReport:
 
     @property
     def complete(self) -> bool:
-        """Every archive request answered, every listed link read."""
-        return not self.failed_requests and not self.links[LinkOutcome.UNFINISHED.value]
+        """Every archive request answered, every listed link read, nothing cut."""
+        return (
+            not self.failed_requests
+            and not self.links[LinkOutcome.UNFINISHED.value]
+            and not self.cuts.total()
+        )
 
     def seconds(self, now: float | None = None) -> float | None:
         """How long it ran (until `now`, or now, while it runs); None before it started."""
@@ -109,6 +130,8 @@ class BackfillReport:
             "datapoints": dict(self.datapoints),
             "rejected": dict(self.rejected),
             "failed_requests": self.failed_requests,
+            "cut": dict(self.cuts),
+            "bytes": self.bytes_read,
         }
 
     def copy(self) -> BackfillReport:
@@ -117,6 +140,7 @@ class BackfillReport:
             links=self.links.copy(),
             datapoints=self.datapoints.copy(),
             rejected=self.rejected.copy(),
+            cuts=self.cuts.copy(),
         )
 
 
@@ -191,7 +215,14 @@ class ArchiveBackfill:
         with self._lock:
             self._report.started_at = self._clock()
         self._log.info("backfill started", extra={"archive": self.settings.url})
-        archive = ArchiveClient(self.settings.url, self.settings.timeout, self.settings.page_size)
+        settings = self.settings
+        archive = ArchiveClient(
+            settings.url,
+            settings.timeout,
+            settings.page_size,
+            settings.max_response_bytes,
+            settings.max_bytes,
+        )
         listings = _Reads[tuple[MeasurementKind, list[Any]]](len(MeasurementKind))
         reads = _Reads[_LinkRead](self.settings.concurrency)
         children = self._start_parsers()
@@ -199,12 +230,31 @@ class ArchiveBackfill:
             links = self._list_links(archive, listings, deadline)
             self._read_links(archive, links, reads, deadline)
         finally:
+            self._cut_in_flight(archive)
             if children is not None:
                 children.stop()
             closer = partial(_close_when_idle, archive, listings, reads)
             BackgroundLoop.once("backfill-close", closer).start()
             self._finish()
         return self.report()
+
+    def _cut_in_flight(self, archive: ArchiveClient) -> None:
+        """Cut the reads still in flight (the bound passed, the bytes are spent, or a stop)."""
+        in_flight = archive.cancel()
+        if archive.exhausted:
+            self._cut(CutReason.BACKFILL_BYTES, f"read {archive.max_total_bytes:,} bytes")
+        if in_flight:
+            self._cut(CutReason.BOUND, f"{in_flight} reads in flight", in_flight)
+        with self._lock:
+            self._report.bytes_read = archive.bytes_read
+
+    def _cut(self, reason: CutReason, detail: str, count: int = 1) -> None:
+        """Count a cut; the first of each reason is logged (each failed request is, up to ten)."""
+        with self._lock:
+            first = not self._report.cuts[reason.value]
+            self._report.cuts[reason.value] += count
+        if first:
+            self._log.warning("archive read cut", extra={"reason": reason.value, "detail": detail})
 
     def _start_parsers(self) -> ParserProcesses | None:
         """The backfill's own parser children (spawned while the metadata is listed), if any."""
@@ -226,7 +276,7 @@ class ArchiveBackfill:
             listings.put(partial(_listing, archive, kind, int(self.settings.history)))
         links: dict[tuple[str, str], list[ArchiveSeries]] = {}
         answered = 0
-        for outcome in self._outcomes(listings, len(MeasurementKind), deadline):
+        for outcome in self._outcomes(archive, listings, len(MeasurementKind), deadline):
             answered += 1
             if isinstance(outcome, ArchiveUnavailable):
                 self._request_failed(outcome, "metadata")
@@ -253,7 +303,9 @@ class ArchiveBackfill:
             reads.put(partial(self._read_link, archive, series, start))
         batch: list[_LinkRead] = []
         answered = 0
-        for outcome in self._outcomes(reads, len(links), deadline):
+        for outcome in self._outcomes(archive, reads, len(links), deadline):
+            if isinstance(outcome, ArchiveCut) and outcome.reason is CutReason.BACKFILL_BYTES:
+                continue  # left unread (unfinished), as at the bound: counted once, at the end
             answered += 1
             if isinstance(outcome, ArchiveUnavailable):
                 self._request_failed(outcome, "link")
@@ -269,15 +321,20 @@ class ArchiveBackfill:
             self._report.links[LinkOutcome.UNFINISHED.value] += len(links) - answered
 
     def _outcomes(
-        self, reads: _Reads[_T], count: int, deadline: float
+        self, archive: ArchiveClient, reads: _Reads[_T], count: int, deadline: float
     ) -> Iterator[_T | ArchiveUnavailable]:
-        """The outcomes of `count` reads, as they end, until the deadline or a stop."""
+        """The outcomes of `count` reads, as they end, until the deadline, a stop or the
+        backfill's bytes spent."""
         while count and not self._stop.is_set() and time.monotonic() < deadline:
+            if archive.exhausted:
+                return
             try:
                 outcome = reads.done.get(timeout=TICK_SECONDS)
             except queue.Empty:
                 continue
             count -= 1
+            with self._lock:
+                self._report.bytes_read = archive.bytes_read
             yield outcome
 
     def _read_link(
@@ -341,6 +398,8 @@ class ArchiveBackfill:
             self._reject_log.record(rejection.reason, rejection.detail, where)
 
     def _request_failed(self, error: ArchiveUnavailable, what: str) -> None:
+        if isinstance(error, ArchiveCut) and error.reason is not CutReason.BACKFILL_BYTES:
+            self._cut(error.reason, str(error))  # the spent bytes are counted once, at the end
         with self._lock:
             self._report.failed_requests += 1
             failures = self._report.failed_requests
@@ -396,7 +455,7 @@ class _Reads(Generic[_T]):
 
 
 def _close_when_idle(archive: ArchiveClient, *reads: _Reads[Any]) -> None:
-    """End the reads, let those in flight finish (within their timeout), then close `archive`."""
+    """End the reads, let those in flight end (cut by `archive.cancel()`), then close it."""
     for one in reads:
         one.end()
     for one in reads:

@@ -67,13 +67,16 @@ def test_links_get_a_full_window_and_exact_all_time_statistics() -> None:
     state = LinkState()
     with ArchiveServer([archived(n) for n in (1, 2, 3)]) as archive:
         report = backfill(state, archive).run()
-    assert report.summary() | {"seconds": 0} == {
+    assert report.summary() | {"seconds": 0, "bytes": 0} == {
         "seconds": 0,
         "links": {"filled": 3, "unfinished": 0},
         "datapoints": {"window": 3 * 2 * 33, "all_time": 3 * 2 * 27, "covered": 0},
         "rejected": {},
         "failed_requests": 0,
+        "cut": {},
+        "bytes": 0,
     }
+    assert report.bytes_read > 3 * 2 * 60 * 20  # 60 records of at least 20 bytes per series
     view = state.view(NOW)
     assert sorted(zip(view.sources, view.source_hosts, strict=True)) == [
         (f"192.0.2.{n}", f"ps-{n}.example.org") for n in (1, 2, 3)
@@ -164,6 +167,7 @@ def test_a_stalled_metadata_listing_ends_with_the_bound() -> None:
     report = filling.report()
     assert 1.0 <= took < 1.5
     assert (report.links, report.failed_requests, report.complete) == ({"unfinished": 0}, 2, False)
+    assert report.cuts == {"bound": 2}  # both listings, cut when the bound passed
     assert filling.unready_reason(None) is None
 
 
@@ -173,6 +177,7 @@ def test_links_still_read_when_the_bound_expires_are_unfinished() -> None:
     report = filling.report()
     assert 1.0 <= took < 1.5
     assert (report.links, report.failed_requests) == ({"filled": 1, "unfinished": 2}, 0)
+    assert report.cuts == {"bound": 2}
     assert not report.complete
 
 

@@ -14,6 +14,7 @@ from service.ingest.archive_backfill import (
     DatapointOutcome,
     LinkOutcome,
 )
+from service.ingest.archive_client import CutReason
 from service.publish.metrics.families import AlwaysCollected, labelled_counter
 
 
@@ -53,4 +54,15 @@ class BackfillCollector(AlwaysCollected):
             "nettel_backfill_failed_requests",
             "Archive requests that failed or timed out.",
             value=report.failed_requests,
+        )
+        yield labelled_counter(
+            "nettel_backfill_cut",
+            "Archive reads cut by a bound of the backfill, by reason.",
+            "reason",
+            {reason.value: report.cuts[reason.value] for reason in CutReason},
+        )
+        yield CounterMetricFamily(
+            "nettel_backfill_read_bytes",
+            "Response bytes the backfill read from the archive.",
+            value=report.bytes_read,
         )
