@@ -169,10 +169,10 @@ class BrokerLink:
 
     @property
     def stuck(self) -> bool:
-        """Connected, but a frame has been arriving for over FRAME_STUCK_SECONDS (or the
+        """Connected, but a frame has been arriving for over FRAME_STUCK_SECONDS (or half the
         frame timeout, if shorter): nothing after it can be received meanwhile."""
         connection = self.connection
-        limit = min(FRAME_STUCK_SECONDS, self._access.frame_timeout_seconds)
+        limit = min(FRAME_STUCK_SECONDS, self._access.frame_timeout_seconds / 2)
         return connection is not None and connection.transport.frame_seconds() > limit
 
     @property

@@ -19,8 +19,9 @@ HEADERS = b"MESSAGE\ndestination:" + TOPIC.encode() + b"\nsubscription:0\nmessag
 
 
 def source_of(broker: HostileBroker, got: list) -> StompSource:
-    # heart-beats of 0.5 s x 2: the frame timeout is 1 s (the peer answers without heart-beats)
-    access = BrokerAccess([("127.0.0.1", broker.port)], heartbeat_ms=500, heartbeat_tolerance=2)
+    # heart-beats of 2 s x 2: the frame timeout is 4 s, unready after 2 s (the peer answers
+    # without heart-beats)
+    access = BrokerAccess([("127.0.0.1", broker.port)], heartbeat_ms=2000, heartbeat_tolerance=2)
     spec = SubscriptionSpec(mode="plain", ack="client")
     return StompSource(access, [TOPIC], lambda *frame: got.append(frame), subscription=spec)
 
@@ -48,6 +49,7 @@ def test_an_endless_frame_is_bounded_unready_then_dropped_counted_and_reconnecte
         connection = link.connection
         assert connection is not None
         wait_for(lambda: not source.connected, timeout=5, what="stuck: not connected")
+        assert link.connection is connection and link.stuck  # not yet dropped, but unready
         assert len(connection.transport.frames.pending) <= MAX_FRAME_BYTES
         wait_for(lambda: got, timeout=10, what="the next connection's message")
         assert source.dropped == {"frame_timeout": 1}
