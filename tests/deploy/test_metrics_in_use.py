@@ -29,6 +29,7 @@ from service.ingest.archive_backfill import DatapointOutcome, LinkOutcome
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
+from service.persistence.snapshot_checks import ContentCheck
 from service.persistence.warm_start import WarmOutcome
 from service.publish.http_guard import HttpRefusal
 from service.runtime import Runtime, build_runtime
@@ -215,6 +216,7 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
         "nettel_pscheduler_runs_total": {"outcome": RunOutcome.APPLIED.value},
         "nettel_topology_refreshes_total": {"outcome": "ok"},
         "nettel_warm_start_total": {"outcome": WarmOutcome.LOADED.value},
+        "nettel_warm_start_rejected_total": {"check": ContentCheck.LINK_LIMIT.value},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_sse_streams": {"endpoint": "alto_updates"},
         "nettel_http_refused_total": {"reason": next(iter(HttpRefusal)).value},
