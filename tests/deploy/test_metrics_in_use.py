@@ -26,6 +26,7 @@ from devtools.waiting import wait_for
 from service.config import LOSS_TOPIC, Settings
 from service.errors import RejectReason
 from service.ingest.archive_backfill import DatapointOutcome, LinkOutcome
+from service.ingest.archive_client import CutReason
 from service.matrix.views import aggregate_sites
 from service.parse.histogram_scan import SCANNER_IMPLEMENTATION
 from service.parse.pscheduler import RunOutcome
@@ -213,6 +214,9 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
         "nettel_rejected_total": {"reason": next(iter(RejectReason)).value},
         "nettel_backfill_links_total": {"outcome": LinkOutcome.FILLED.value},
         "nettel_backfill_datapoints_total": {"outcome": DatapointOutcome.WINDOW.value},
+        "nettel_backfill_cut_total": {"reason": CutReason.BOUND.value},
+        "nettel_broker_connections_dropped_total": {"reason": "frame_timeout"},
+        "nettel_journal_damaged_records_total": {"kind": "corrupt"},
         "nettel_pscheduler_runs_total": {"outcome": RunOutcome.APPLIED.value},
         "nettel_topology_refreshes_total": {"outcome": "ok"},
         "nettel_warm_start_total": {"outcome": WarmOutcome.LOADED.value},
