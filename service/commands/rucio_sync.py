@@ -14,9 +14,9 @@ import sys
 import threading
 from pathlib import Path
 
-import yaml
 from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
 
+from service.bounded_yaml import load_bounded_yaml
 from service.commands.setting_flags import add_setting_flags, given_settings
 from service.config import load_settings_of, setting_name
 from service.errors import ConfigError
@@ -70,8 +70,8 @@ def sync_options(settings: RucioSyncSettings, dry_run: bool) -> SyncOptions:
 
 def _load_baselines(path: Path) -> dict[Pair, int]:
     try:
-        return parse_baselines(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError, ValueError) as error:
+        return parse_baselines(load_bounded_yaml(path.read_bytes(), "a baselines file"))
+    except (OSError, ValueError) as error:
         name = setting_name("baselines", RucioSyncSettings)
         raise ConfigError(f"{name}: {path}: {error}") from None
 

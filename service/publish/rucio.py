@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
+from service.bounded_yaml import load_bounded_yaml
 from service.errors import ConfigError
 from service.matrix.link_record import LinkRecord
 
@@ -39,8 +39,8 @@ NO_RSE_MAP = (
 def load_rse_map(path: Path) -> dict[str, str]:
     """RSE name -> site name from a YAML/JSON mapping; ConfigError if it is not one."""
     try:
-        document = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
+        document = load_bounded_yaml(path.read_bytes(), "an RSE map")
+    except (OSError, ValueError) as error:
         raise ConfigError(f"rse map {path}: cannot read: {error}") from None
     if not isinstance(document, dict) or not all(
         isinstance(value, str | int) and not isinstance(value, bool) for value in document.values()

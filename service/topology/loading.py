@@ -2,8 +2,8 @@
 
 A document is untrusted: besides its size in bytes (`MAX_DOCUMENT_BYTES`), YAML is read without
 aliases (`*name`), which would let a few hundred bytes stand for gigabytes once expanded (an
-"alias bomb": ten aliases of ten aliases ... of a host name), and within `MAX_YAML_NODES` nodes
-and `MAX_YAML_DEPTH` levels of nesting. JSON has no aliases; orjson bounds its nesting.
+"alias bomb"), and within a node count and a depth (`service.bounded_yaml`). JSON has no
+aliases; orjson bounds its nesting.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import orjson
-import yaml
 
+from service.bounded_yaml import load_bounded_yaml
 from service.config import comma_separated, setting_name
 from service.errors import ConfigError
 from service.topology.layouts import PSCONFIG_SITE_KEY, Layout, parse_topology
@@ -25,11 +25,6 @@ from service.topology.topology import Topology
 FETCH_TIMEOUT = 30.0
 #: Largest topology document read (bytes); a full CRIC export is a few MB.
 MAX_DOCUMENT_BYTES = 256 << 20
-#: Most nodes (scalars, lists, mappings) of a YAML document: a hand-written list of 100,000
-#: hosts has about 100,000; without aliases a node is at least a few bytes of the document.
-MAX_YAML_NODES = 1_000_000
-#: Deepest nesting of a YAML document (the layouts read at most 5 levels).
-MAX_YAML_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -63,7 +58,7 @@ def _load_one(source: str, site_key: str) -> LoadedTopology:
         layout, topology = parse_topology(decode_document(data, source), site_key)
     except httpx.HTTPStatusError as error:  # its text names the URL, which may hold a secret
         raise ConfigError(f"{where}: HTTP {error.response.status_code}") from None
-    except (OSError, httpx.HTTPError, yaml.YAMLError, ValueError, RecursionError) as error:
+    except (OSError, httpx.HTTPError, ValueError, RecursionError) as error:
         raise ConfigError(f"{where}: {error}") from None
     return LoadedTopology(_display(source), (layout,), topology)
 
@@ -117,41 +112,7 @@ def decode_document(data: bytes, source: str) -> Any:
         if urlsplit(source).path.lower().endswith(".json") or data.lstrip()[:1] in (b"{", b"["):
             message = f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
             raise ValueError(message) from None
-    try:
-        return yaml.load(data, Loader=_TopologyYamlLoader)  # noqa: S506 (safe, without aliases)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ValueError(f"invalid YAML{where}: {error.problem or error.context}") from None
-
-
-class _TopologyYamlLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing aliases, and documents over `MAX_YAML_NODES` nodes or
-    `MAX_YAML_DEPTH` levels, as they are composed (before any node is built into an object)."""
-
-    def __init__(self, stream: bytes) -> None:
-        super().__init__(stream)
-        self._nodes = 0
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, yaml.AliasEvent):
-            self._refuse(f"an alias (*{event.anchor}) is not accepted in a topology", event)
-        self._nodes += 1
-        if self._nodes > MAX_YAML_NODES:
-            self._refuse(f"more than {MAX_YAML_NODES:,} nodes", event)
-        if self._depth >= MAX_YAML_DEPTH:
-            self._refuse(f"nested deeper than {MAX_YAML_DEPTH} levels", event)
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    @staticmethod
-    def _refuse(problem: str, event: yaml.Event) -> None:
-        raise yaml.composer.ComposerError(None, None, problem, event.start_mark)  # type: ignore[arg-type]
+    return load_bounded_yaml(data, "a topology")
 
 
 def _display(source: str) -> str:

@@ -134,3 +134,14 @@ def test_bad_rse_maps_are_config_errors(tmp_path, content):
     path.write_text(content)
     with pytest.raises(ConfigError, match="rse map"):
         load_rse_map(path)
+
+
+def test_an_rse_map_with_aliases_is_refused_before_it_expands(tmp_path):
+    """Ten aliases of ten aliases ... would expand a few hundred bytes to gigabytes."""
+    bomb = "a0: &a0 CERN\n" + "".join(
+        f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]\n" for n in range(1, 9)
+    )
+    path = tmp_path / "rses.yaml"
+    path.write_text(bomb)
+    with pytest.raises(ConfigError, match=r"an alias \(\*a0\) is not accepted in an RSE map"):
+        load_rse_map(path)

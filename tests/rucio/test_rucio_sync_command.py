@@ -85,6 +85,9 @@ def test_a_bad_baseline_file_is_named(tmp_path, capsys):
     baselines.write_text("A_DISK:\n  B_DISK: 2.5\n")
     assert main(["rucio-sync", "--state-dir", str(tmp_path), "--baselines", str(baselines)]) == 2
     assert "--baselines / NETTEL_RUCIO_SYNC_BASELINES: " in capsys.readouterr().err
+    baselines.write_text("A_DISK: &row\n  B_DISK: 2\nC_DISK: *row\n")  # no aliases
+    assert main(["rucio-sync", "--state-dir", str(tmp_path), "--baselines", str(baselines)]) == 2
+    assert "an alias (*row) is not accepted in a baselines file" in capsys.readouterr().err
 
 
 def test_the_loop_goes_on_after_failed_syncs_until_stopped():

@@ -20,9 +20,9 @@ import pytest
 
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
+from service import bounded_yaml
 from service.errors import ConfigError
 from service.state.link_state import LinkState
-from service.topology import loading
 from service.topology.loading import load_topology
 from service.topology.refresh import TopologyRefresher
 from tests.message_factory import BASE_TS, link, loss_message
@@ -78,7 +78,7 @@ def test_deep_nesting_and_too_many_nodes_are_refused(
     deep.write_text("SITE-A: " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(ConfigError, match=f"{SETTING}{deep}: .*nested deeper than 64 levels"):
         load_topology(str(deep))
-    monkeypatch.setattr(loading, "MAX_YAML_NODES", 100)
+    monkeypatch.setattr(bounded_yaml, "MAX_YAML_NODES", 100)
     many = tmp_path / "many.yaml"
     many.write_text("SITE-A: [" + ", ".join(f"h{n}.example.org" for n in range(97)) + "]\n")
     assert len(load_topology(str(many)).topology.site_by_host) == 97  # 100 nodes with the key
