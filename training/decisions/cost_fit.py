@@ -12,12 +12,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import nnls  # type: ignore[import-untyped]
 
-from service.analysis.cost import CostShape, hazard_terms
+from service.analysis.cost import CostShape, Form, hazard_terms
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,12 @@ def _value(value: float | None) -> float:
 
 def candidate_shapes() -> list[CostShape]:
     """The 72 shapes of the rule (as amended), with unit weights (fitting sets them)."""
+    forms: tuple[Form, Form] = ("linear", "log")
+    base_forms: tuple[Form | Literal["none"], ...] = ("none", "linear", "log")
     return [
         CostShape(power, loss, delay, base, 1.0, 1.0, 1.0, 1.0 if probability else 0.0, 1.0)
         for power, loss, delay, probability, base in itertools.product(
-            (1, 2, 4), ("linear", "log"), ("linear", "log"), (True, False),
-            ("none", "linear", "log"),
+            (1, 2, 4), forms, forms, (True, False), base_forms,
         )
     ]  # fmt: skip
 

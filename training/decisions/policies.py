@@ -88,7 +88,8 @@ def hand_set_cost(view: CandidateView) -> np.ndarray:
     loss = np.clip(np.nan_to_num(view.loss), 0.0, None) / 0.01
     excess = np.clip(np.nan_to_num(view.excess_delay_ms), 0.0, None) / 20.0
     combined = 1.0 - (1.0 - u) * np.exp(-loss - excess)
-    return np.maximum(combined, np.nan_to_num(view.congestion_probability))
+    cost: np.ndarray = np.maximum(combined, np.nan_to_num(view.congestion_probability))
+    return cost
 
 
 POLICIES: dict[str, Policy] = {

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from service.analysis.predictor import UtilisationPredictor
-from service.rucio.settings import RucioSyncSettings
+from service.rucio.settings import DEFAULT_INTERVAL_SECONDS
 from simulation.decision_world import DecisionScenario, DecisionWorld
 from training.decisions.policies import POLICIES, Choice
 from training.decisions.rucio_mirror import RUCIO_CACHE_SECONDS, RucioMirror
@@ -45,15 +45,10 @@ class Outcome:
         return None if self.completion_s is None else self.completion_s - self.arrival_s
 
 
-def sync_interval_default() -> float:
-    """rucio-sync's default interval (seconds)."""
-    return float(RucioSyncSettings.model_fields["interval"].default)
-
-
 def rucio_mirror(scenario: DecisionScenario, interval_s: float | None = None) -> RucioMirror:
     """Rucio's view of the scenario's costs: sync and cache phases drawn from its choice seed."""
     rng = np.random.default_rng([scenario.choice_seed, 0x5C])
-    interval = interval_s or sync_interval_default()
+    interval = interval_s or DEFAULT_INTERVAL_SECONDS
     return RucioMirror(
         len(scenario.paths),
         interval,

@@ -10,7 +10,9 @@ what `/costmatrix` would hold at that moment (the replay `served_calibration` ch
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -129,7 +131,7 @@ class ServedView:
             raise ValueError(f"the service refused a simulated message: {parsed}")
         return messages
 
-    def _by_path(self, links: list[LinkRecord]) -> list[LinkRecord | None]:
+    def _by_path(self, links: Sequence[LinkRecord]) -> list[LinkRecord | None]:
         by_path: list[LinkRecord | None] = [None] * len(self._scenario.paths)
         for link in links:
             path = self._source_index.get(link["source"])
@@ -138,8 +140,8 @@ class ServedView:
         return by_path
 
 
-def _field(links: list[LinkRecord | None], read: object) -> np.ndarray:
-    values = [None if link is None else read(link) for link in links]  # type: ignore[operator]
+def _field(links: list[LinkRecord | None], read: Callable[[LinkRecord], Any]) -> np.ndarray:
+    values = [None if link is None else read(link) for link in links]
     return np.array([np.nan if v is None else float(v) for v in values])
 
 

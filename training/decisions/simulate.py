@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def run_scenario(jobs: list[Job]) -> list[dict[str, Any]]:
         loop.warm_up()
         warm_cpu = time.process_time() - started
         return [
-            in_child(lambda job=job: _line(loop, job)) | {"warm_up_cpu_seconds": round(warm_cpu, 2)}
+            in_child(partial(_line, loop, job)) | {"warm_up_cpu_seconds": round(warm_cpu, 2)}
             for job in jobs
         ]
 
