@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Top-level modules of `service` that any part may import (each imports only shared modules).
-SHARED = {"errors", "config", "log_format", "memory", "build_info", "lifecycle"}
+SHARED = {"errors", "config", "log_format", "memory", "build_info", "lifecycle", "bounded_yaml"}
 #: What each folder of `service` may import from `service`, beyond SHARED.
 ALLOWED = {
     "broker": set(),
