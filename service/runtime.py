@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 
 from prometheus_client import CollectorRegistry
 
@@ -152,7 +151,12 @@ class Runtime:
         self._warm_thread.start()
 
     def _warm_then_start(self, warm: WarmSource, rest: list[Component]) -> None:
-        """The warm start, then the parts after it, in order (unless stopping meanwhile)."""
+        """The warm start, then the parts after it, in order (unless stopping meanwhile).
+
+        It runs once subscribed (frames wait in the batcher, not yet started): the peer's state
+        is taken and our journal replayed onto it. What is published meanwhile is not missed,
+        and what the peer's state already holds is applied again, which stores the same minute
+        in the same slot: no datapoint counts twice."""
         taken = self.fetch_warm_state(warm)
         with self._start_lock:
             if self._stopping:
@@ -173,13 +177,6 @@ class Runtime:
                 self.start_failure = f"{part.name} failed to start: {type(error).__name__}"
                 if self.on_start_failure is not None:
                     self.on_start_failure(error)
-
-    def take_warm_state(self, warm: WarmSource) -> None:
-        """--warm-from, once subscribed (frames wait in the batcher, not yet started): take the
-        peer's state and replay our journal onto it. What is published meanwhile is not missed,
-        and what the peer's state already holds is applied again, which stores the same minute
-        in the same slot: no datapoint counts twice."""
-        self.adopt_warm_state(self.fetch_warm_state(warm))
 
     def fetch_warm_state(self, warm: WarmSource) -> LinkState | None:
         """The peer's state, checked against this replica's host bindings (None on failure,
@@ -364,7 +361,7 @@ def running_parts(runtime: Runtime) -> list[Component]:
         runtime.topology,
         None if parsers is None else Hooks("parser processes", on_stop=parsers.stop),
         None if source is None else Hooks("subscription", source.start, source.stop),
-        None if warm is None else Hooks(WARM_START_PART, partial(runtime.take_warm_state, warm)),
+        None if warm is None else Hooks(WARM_START_PART),  # `Runtime.start` runs it on a thread
         runtime.persistence,
         runtime.cycle,
         runtime.batcher,
