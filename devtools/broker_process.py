@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -35,11 +36,36 @@ class BrokerStartError(RuntimeError):
     """The broker could not be started; the message says why and quotes the broker log."""
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED_PORT = 10000
+_handed_out: set[int] = set()
+
+
+def ephemeral_port_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections (32768 if it cannot be read)."""
+    try:
+        return int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """Return a TCP port the kernel considers free right now (it may be taken again later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """Return a free TCP port below the kernel's ephemeral range.
+
+    A port the kernel picks (`bind(0)`) lies in the ephemeral range, which every outgoing
+    connection of every test worker also draws from: in the seconds a broker takes to bind it, a
+    client socket could take it (seen in CI as ActiveMQ's "Address already in use"). Ports below
+    that range are only ever taken by a listener that asked for them. Random, so that parallel
+    test workers rarely pick the same one; never the same port twice in one process.
+    """
+    rng = random.SystemRandom()
+    ceiling = ephemeral_port_floor()
+    for _ in range(1000):
+        port = rng.randrange(LOWEST_PICKED_PORT, ceiling)
+        if port not in _handed_out and port_is_free(port, host):
+            _handed_out.add(port)
+            return port
+    raise OSError(f"no free TCP port found in {LOWEST_PICKED_PORT}-{ceiling - 1} on {host}")
 
 
 def port_is_free(port: int, host: str = LOOPBACK) -> bool:

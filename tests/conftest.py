@@ -13,6 +13,7 @@
   `python -m service serve` on a free port, waits for `GET /healthz` == 200 and returns a
   `ServiceProcess` (`.url`, `.process`, `.log_path`, `.log_text()`; from
   `devtools.service_process`, shared with the benchmarks); stopped at teardown.
+- `clock` (function): the one test clock (`tests.clock.TestClock`, at 1000.0 until moved).
 - `free_port()`: plain helper (also importable from `devtools.activemq`).
 - every test leaves the root logger without the handlers it added, at its level (`nettel`'s command
   functions install a handler on the sys.stderr of the moment: a test's capture, closed after
@@ -30,6 +31,7 @@ import pytest
 from devtools.activemq import ActiveMQProcess, free_port, start_activemq
 from devtools.rabbitmq import RabbitMQProcess, start_rabbitmq
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
+from tests.clock import TestClock
 
 SERVICE_START_TIMEOUT = 30.0
 
@@ -44,6 +46,12 @@ def root_logger_restored() -> Iterator[None]:
         if handler not in before and not type(handler).__module__.startswith("_pytest"):
             root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture
+def clock() -> TestClock:
+    """A clock at 1000.0 that moves only when the test sets `clock.now` or calls `advance`."""
+    return TestClock()
 
 
 @pytest.fixture(scope="session")

@@ -7,24 +7,18 @@ import pytest
 
 from service.broker.election import TOKENS_PER_SEND
 from service.broker.lease import Lease, LeaseTiming, OwnTokens, Role, Transition
+from tests.clock import TestClock
 
 TIMING = LeaseTiming(interval=2.0, timeout=6.0)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> TestClock:
+    """The shared test clock, started at 100.0 (the times below are absolute)."""
+    return TestClock(100.0)
 
 
-def tokens_every(lease: Lease, clock: Clock, seconds: float, until: float) -> list[Transition]:
+def tokens_every(lease: Lease, clock: TestClock, seconds: float, until: float) -> list[Transition]:
     """Deliver a token every `seconds` until the clock reaches `until`; the changes made."""
     changes = []
     while clock.now + seconds <= until:
@@ -174,7 +168,7 @@ def test_only_tokens_that_kept_others_coming_count_and_a_new_connection_starts_a
     assert tokens.received(None) is False and tokens.shared is False  # one miss only
 
 
-def shared_after_lockstep_round_robin(clock: Clock, tokens_per_send: int) -> list[bool]:
+def shared_after_lockstep_round_robin(clock: TestClock, tokens_per_send: int) -> list[bool]:
     """Two replicas sending in lockstep, every 2 s for a minute, into a queue that hands each
     message to the next of them in turn: whether each finds the queue shared."""
     replicas = {name: OwnTokens(timeout=6.0, window=30.0, clock=clock) for name in "ab"}

@@ -12,18 +12,11 @@ from service.ingest.link_admission import LinkAdmission
 from service.ingest.pipeline import IngestPipeline
 from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
+from tests.clock import TestClock
 from tests.message_factory import BASE_TS, body, link, meta
 
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 NOW = BASE_TS + 120.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def loss_frame(source: int, destination: int, host: str | None = None) -> tuple[str, bytes, None]:
@@ -64,15 +57,14 @@ def test_retirement_makes_room_for_new_links() -> None:
     assert pipeline.handle_frame(*loss_frame(99, 99)[:2]) == 1
 
 
-def test_one_producer_adds_a_bounded_number_of_links_a_minute() -> None:
-    clock = Clock()
+def test_one_producer_adds_a_bounded_number_of_links_a_minute(clock: TestClock) -> None:
     pipeline = pipeline_with(LinkAdmission(max_links=1000, per_minute=20, clock=clock))
     flood = [loss_frame(1, n, host="flooder.example.org") for n in range(100)]
     honest = [loss_frame(2, n, host="ps.site-b.example.org") for n in range(10)]
     pipeline.handle_frames(flood + honest)
     assert len(pipeline.state) == 30  # 20 of the flooder's, all 10 of the other producer's
     assert pipeline.counters.rejected_by_reason == {"new_link_rate": 80}
-    clock.now = 60.0  # a minute later: another 20
+    clock.advance(60.0)  # a minute later: another 20
     pipeline.handle_frames(flood)
     assert len(pipeline.state) == 50
 

@@ -15,6 +15,7 @@ from service.ingest.reject_log import RateLimitedRejectLog
 from service.parse.limits import InputLimits
 from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
+from tests.clock import TestClock
 from tests.message_factory import body, sample_body
 
 DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"  # the perfSONAR raw delay topic
@@ -167,14 +168,6 @@ def test_never_raises_on_structured_nonsense(topic: str, meta_object, datapoints
 # --- rate-limited reject log -----------------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def reject_logger(caplog: pytest.LogCaptureFixture) -> logging.Logger:
     caplog.set_level(logging.WARNING, logger="test.nettel.rejects")
@@ -182,9 +175,8 @@ def reject_logger(caplog: pytest.LogCaptureFixture) -> logging.Logger:
 
 
 def test_reject_log_logs_a_reason_once_per_period(
-    caplog: pytest.LogCaptureFixture, reject_logger: logging.Logger
+    caplog: pytest.LogCaptureFixture, reject_logger: logging.Logger, clock: TestClock
 ) -> None:
-    clock = FakeClock()
     log = RateLimitedRejectLog(reject_logger, period_seconds=60.0, clock=clock)
     assert log.record(RejectReason.BAD_VALUE, "first", LOSS_TOPIC) is True
     clock.now += 10
