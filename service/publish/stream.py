@@ -14,7 +14,8 @@ matrix cycle's thread, against one memory of what was sent, and every subscriber
 same bytes (as is the `matrix` event, built once per matrix). What a subscriber has not read
 waits in its socket: one that falls `BACKLOG_EVENTS` events behind, or whose write has waited
 `send_timeout` seconds, is dropped (`nettel_http_refused_total{reason="slow_reader"}`); at most
-`max_streams` are open (503 beyond, `stream_limit`).
+`max_streams` are open (503 beyond, `stream_limit`), counted together with the other streams
+that share its `StreamLimit` (/alarms/stream).
 """
 
 from __future__ import annotations
@@ -107,6 +108,62 @@ class _Feed:
         return [event for event in self.events if event[0] > generated_at]
 
 
+class StreamLimit:
+    """One `--sse-max-streams` for the SSE endpoints that share it: each takes a wake-up hub
+    from it (`hub`), and a new subscriber is refused (503, `stream_limit`) once `max_streams`
+    are open over all hubs; a subscriber whose write waits `send_timeout` seconds is dropped
+    (`slow_reader`). `close` ends the streams of every hub (at shutdown)."""
+
+    def __init__(
+        self, max_streams: int = 256, send_timeout: float = 30.0, refuse: Refuse | None = None
+    ) -> None:
+        self.max_streams = max_streams
+        self.send_timeout = send_timeout
+        self.refuse: Refuse = refuse or (lambda reason, client, detail: None)
+        self._hubs: list[Wakeups] = []
+        self.closed = False
+
+    def hub(self) -> Wakeups:
+        """A new wake-up hub whose streams count against the limit."""
+        wakeups = Wakeups()
+        self._hubs.append(wakeups)
+        return wakeups
+
+    def open_streams(self) -> int:
+        return sum(hub.count for hub in self._hubs)
+
+    def full(self) -> bool:
+        """Whether `max_streams` are open (or the streams are closing): a new one is refused."""
+        return self.closed or self.open_streams() >= self.max_streams
+
+    def close(self) -> None:
+        """End every open stream of every hub; safe from any thread or a signal handler."""
+        self.closed = True
+        for hub in self._hubs:
+            hub.close()
+
+    def respond(
+        self, path: str, client: str, events: Callable[[], AsyncIterator[bytes]]
+    ) -> Response:
+        """The event stream `events()` for `client` at `path`, or 503 (with Retry-After) when
+        the limit is reached."""
+        if self.full():
+            detail = f"{self.max_streams} event streams are open already (--sse-max-streams)"
+            self.refuse(HttpRefusal.STREAM_LIMIT, client, f"{path}: {detail}")
+            return Response(
+                orjson.dumps({"detail": detail}),
+                status_code=503,
+                media_type="application/json",
+                headers={"Retry-After": "30"},
+            )
+        slow = f"{path} subscriber read nothing for {self.send_timeout} s"
+        return EventStreamResponse(
+            events(),
+            self.send_timeout,
+            lambda: self.refuse(HttpRefusal.SLOW_READER, client, slow),
+        )
+
+
 class MatrixStream:
     """Wakes every connected client when a new snapshot exists (a matrix observer)."""
 
@@ -124,10 +181,9 @@ class MatrixStream:
         self._site_links = site_links
         self._step = cost_step
         self._keepalive = keepalive
-        self.max_streams = max_streams
-        self.send_timeout = send_timeout
-        self.refuse = refuse
-        self._wakeups = Wakeups()
+        #: Shared with /alarms/stream: one --sse-max-streams for both.
+        self.limit = StreamLimit(max_streams, send_timeout, refuse)
+        self._wakeups = self.limit.hub()
         self._feeds: dict[Level, _Feed] = {"host": _Feed(), "site": _Feed()}
         self._lock = threading.Lock()
 
@@ -148,12 +204,9 @@ class MatrixStream:
         self._wakeups.wake_all()
 
     def close(self) -> None:
-        """End every open stream (at shutdown); safe from any thread or a signal handler."""
-        self._wakeups.close()
-
-    def full_stream(self) -> bool:
-        """Whether `max_streams` are open (or the stream is closing): a new one is refused."""
-        return self.closed or self.open_streams() >= self.max_streams
+        """End every open stream under its limit (at shutdown); safe from any thread or a
+        signal handler."""
+        self.limit.close()
 
     async def events(self, level: Level, client: str = "unknown") -> AsyncIterator[bytes]:
         """The byte stream of one client."""
@@ -185,7 +238,7 @@ class MatrixStream:
                     events = feed.since(shown)
                 if events is None:
                     detail = f"/costmatrix/stream subscriber over {BACKLOG_EVENTS} events behind"
-                    self.refuse(HttpRefusal.SLOW_READER, client, detail)
+                    self.limit.refuse(HttpRefusal.SLOW_READER, client, detail)
                     return
                 for shown, event in events:  # noqa: B007 (shown: the last event sent)
                     yield event
@@ -277,7 +330,10 @@ def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:
         response_class=StreamingResponse,
         responses={
             200: {"content": {"text/event-stream": {}}},
-            503: {"description": "--sse-max-streams subscribers are connected already"},
+            503: {
+                "description": "--sse-max-streams subscribers (of this stream and "
+                "/alarms/stream) are connected already"
+            },
         },
     )
     async def costmatrix_stream(
@@ -286,20 +342,8 @@ def build_stream_router(get_stream: Callable[..., MatrixStream]) -> APIRouter:
         """Server-sent events: `matrix` on connect, then `changes` (moved and removed links)
         after every recompute."""
         client = request.client.host if request.client else "unknown"
-        if stream.full_stream():
-            detail = f"{stream.max_streams} /costmatrix/stream subscribers are open already"
-            stream.refuse(HttpRefusal.STREAM_LIMIT, client, detail)
-            return Response(
-                orjson.dumps({"detail": detail}),
-                status_code=503,
-                media_type="application/json",
-                headers={"Retry-After": "30"},
-            )
-        slow = f"/costmatrix/stream subscriber read nothing for {stream.send_timeout} s"
-        return EventStreamResponse(
-            stream.events(level, client),
-            stream.send_timeout,
-            lambda: stream.refuse(HttpRefusal.SLOW_READER, client, slow),
+        return stream.limit.respond(
+            "/costmatrix/stream", client, lambda: stream.events(level, client)
         )
 
     return router

@@ -22,6 +22,9 @@ With `publishes` (an --ha-group replica's election) links are published only whi
 so: a standby forgets what it published, so the first matrix after taking over goes out whole
 (each link's current minute, which the previous publisher may have sent too), and batches
 queued before a step-down are dropped.
+
+Other publishers send over the same connection and queue (`send_messages`: alarm events, built
+by `service.publish.alarm_events`), under the same `publishes`.
 """
 
 from __future__ import annotations
@@ -44,16 +47,19 @@ from service.matrix.link_record import LinkKey, LinkRecord, link_key
 from service.matrix.snapshot import CostMatrix
 
 Message = tuple[dict[str, str], bytes]
+#: A message built elsewhere: its destination, headers and JSON body.
+Outgoing = tuple[str, dict[str, str], bytes]
 EVENT_TYPE = "telemetry.perfsonar"
 WATCHED_FIELDS = ("cost", "utilisation", "empirical", "congested")
 
 
 @dataclass(frozen=True)
 class Batch:
-    """The links of one recompute that changed, to be published."""
+    """The links of one recompute that changed, or messages built elsewhere, to be published."""
 
     links: list[LinkRecord]
     model_version: str | None
+    messages: tuple[Outgoing, ...] = ()
 
 
 def changed_links(previous: CostMatrix | None, current: CostMatrix) -> list[LinkRecord]:
@@ -210,6 +216,11 @@ class TelemetryPublisher:
             version = current.model.version if current.model else None
             self._queue.put(Batch(links, version))
 
+    def send_messages(self, messages: tuple[Outgoing, ...]) -> None:
+        """Queue messages built elsewhere (any thread), sent while this instance publishes."""
+        if self._publishes():
+            self._queue.put(Batch([], None, messages))
+
     def start(self) -> None:
         self._link.start()
         self._loop.start()
@@ -235,6 +246,8 @@ class TelemetryPublisher:
             for link in batch.links:
                 headers, body = build_telemetry_message(link, self._topic, batch.model_version)
                 connection.send(self._topic, body, "application/json", headers)
+            for destination, headers, body in batch.messages:
+                connection.send(destination, body, "application/json", headers)
         except (StompException, OSError) as error:
             self._log.warning("telemetry publish failed", extra={"error": repr(error)})
             self._link.report_lost(connection)
