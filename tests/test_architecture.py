@@ -32,15 +32,16 @@ ALLOWED = {
     "analysis": {"parse", "state"},
     "model": {"analysis"},
     "matrix": {"parse", "state", "analysis"},
+    "alarms": {"parse", "topology", "state", "analysis", "matrix"},
     "rucio": set(),
     "publish": {
         "broker", "ingest", "parse", "topology", "state", "persistence", "analysis", "model",
-        "matrix", "runtime",
+        "matrix", "alarms", "runtime",
     },
     #: The `nettel` command's subcommands (beside cli.py): like it, they may import any part.
     "commands": {
         "broker", "parse", "topology", "state", "ingest", "persistence", "analysis", "model",
-        "matrix", "rucio", "publish", "runtime",
+        "matrix", "alarms", "rucio", "publish", "runtime",
     },
 }  # fmt: skip
 DEVELOPMENT_PACKAGES = {"devtools", "tests", "benchmarks"}

@@ -1,0 +1,150 @@
+"""What an alarm is: its kind (AAAS's names), what it is about, when, and the evidence.
+
+An alarm is immutable; closing one gives a copy with `ended_at` set. Its id is stable: a hash
+of its kind, subject and the minute it was opened, so the same alarm keeps its id across
+restarts and replicas that raised it at the same minute give it the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any, Literal
+
+#: pS-Dash's category of network alarms (AAAS files every kind here under "Networking").
+CATEGORY = "Networking"
+
+
+class AlarmKind(StrEnum):
+    """The kinds of network alarm, named as OSG's Alarms and Alerts service names them."""
+
+    HIGH_PACKET_LOSS = "high packet loss"
+    COMPLETE_PACKET_LOSS = "complete packet loss"
+    HIGH_PACKET_LOSS_MULTIPLE = "high packet loss on multiple links"
+    FIREWALL_ISSUE = "firewall issue"
+    HIGH_DELAY = "high one-way delay"
+    LARGE_CLOCK_CORRECTION = "large clock correction"
+    LINK_SILENT = "link silent"
+    SUSTAINED_CONGESTION = "sustained congestion"
+
+
+Evidence = Mapping[str, float | int | str]
+
+
+def alarm_id(kind: AlarmKind, subject: str, opened_at: float) -> str:
+    """16 hex characters of sha256(kind | subject | opening minute).
+
+    >>> alarm_id(AlarmKind.HIGH_PACKET_LOSS, "a -> b", 120.0) == alarm_id(
+    ...     AlarmKind.HIGH_PACKET_LOSS, "a -> b", 179.9)
+    True
+    """
+    text = f"{kind.value}|{subject}|{int(opened_at // 60)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """One alarm: open while `ended_at` is None."""
+
+    id: str
+    kind: AlarmKind
+    #: What it is about: "source host -> destination host", a host name or a site name.
+    subject: str
+    sites: tuple[str, ...]
+    hosts: tuple[str, ...]
+    #: (source IP, destination IP) of the links concerned.
+    links: tuple[tuple[str, str], ...]
+    #: When the condition began (epoch s), before the alarm was confirmed.
+    started_at: float
+    #: When the alarm was raised, once the condition had held long enough.
+    opened_at: float
+    ended_at: float | None
+    #: The values seen and the threshold crossed.
+    evidence: Evidence
+
+    @property
+    def is_open(self) -> bool:
+        return self.ended_at is None
+
+    def closed(self, at: float) -> Alarm:
+        """This alarm ended at `at`."""
+        return replace(self, ended_at=at)
+
+    def body(self) -> str:
+        """One line for a human: what, where, and the value against its threshold."""
+        return describe(self.kind, self.subject, self.evidence)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready, with the fields a pS-Dash-style consumer reads (`event` = `kind`,
+        `tags` = sites, `body`, `source` = the evidence)."""
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "category": CATEGORY,
+            "event": self.kind.value,
+            "subject": self.subject,
+            "body": self.body(),
+            "tags": list(self.sites),
+            "sites": list(self.sites),
+            "hosts": list(self.hosts),
+            "links": [{"source": s, "destination": d} for s, d in self.links],
+            "started_at": self.started_at,
+            "opened_at": self.opened_at,
+            "ended_at": self.ended_at,
+            "status": "open" if self.ended_at is None else "closed",
+            "source": dict(self.evidence),
+        }
+
+
+@dataclass(frozen=True)
+class AlarmEvent:
+    """An alarm opened or closed at `at` (epoch s)."""
+
+    action: Literal["open", "close"]
+    alarm: Alarm
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "at": self.at, "alarm": self.alarm.to_json()}
+
+
+def describe(kind: AlarmKind, subject: str, evidence: Evidence) -> str:
+    """The one-line text of an alarm from its kind, subject and evidence (keys it lacks are
+    left out).
+
+    >>> describe(AlarmKind.HIGH_PACKET_LOSS, "a -> b", {"loss": 0.05, "threshold": 0.02})
+    'high packet loss: a -> b: loss 5.0 % (threshold 2.0 %)'
+    """
+    parts = [f"{kind.value}: {subject}"]
+    if "loss" in evidence:
+        parts.append(f"loss {_percent(evidence['loss'])}" + _threshold(evidence, _percent))
+    if "links" in evidence:
+        parts.append(f"{evidence['links']} links")
+    if "peer_sites" in evidence:
+        parts.append(f"{evidence['peer_sites']} other sites")
+    if "source_hosts" in evidence:
+        parts.append(f"from {evidence['source_hosts']} source hosts")
+    if "delay_p95_ms" in evidence:
+        parts.append(f"delay p95 {evidence['delay_p95_ms']} ms" + _threshold(evidence, _ms))
+    if "correction_ms" in evidence:
+        parts.append(f"clock correction {evidence['correction_ms']} ms" + _threshold(evidence, _ms))
+    if "silent_minutes" in evidence:
+        parts.append(f"no measurement for {evidence['silent_minutes']} min while peers report")
+    if "congestion_probability" in evidence:
+        probability = evidence["congestion_probability"]
+        parts.append(f"congestion probability {probability}" + _threshold(evidence, str))
+    return ": ".join(parts[:2]) + "".join(f", {part}" for part in parts[2:])
+
+
+def _threshold(evidence: Evidence, shown: Any) -> str:
+    return f" (threshold {shown(evidence['threshold'])})" if "threshold" in evidence else ""
+
+
+def _percent(value: float | int | str) -> str:
+    return f"{float(value) * 100:.1f} %" if not isinstance(value, str) else value
+
+
+def _ms(value: float | int | str) -> str:
+    return f"{value} ms"
