@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from service.parse.perfsonar import canonical_ip
+from service.parse.addresses import canonical_ip
 from service.parse.records import NamedEndpoints
 
 #: host name, IP version (4, 6; 0 = either) -> an address, or None when there is none.

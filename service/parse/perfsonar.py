@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from collections.abc import Sequence
-from functools import lru_cache
-from itertools import chain
 from typing import Any
 
-import numpy as np
-import orjson
-
 from service.errors import RejectedInput, RejectReason
-from service.parse.histogram import compute_histogram_batch, parse_bucket_delays
+from service.parse.addresses import canonical_ip
+from service.parse.histogram_batch import RawHistogram, add_histogram_stats, parse_buckets
 from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
+from service.parse.json_fields import check_length, load_object, require_object
 from service.parse.limits import InputLimits
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 
 ParseInput = Sequence[tuple[MeasurementKind, bytes | str]]
 ParseResult = ParsedMessage | RejectedInput
-#: A histogram's buckets: the index of a scanned one (see histogram_scan), or delays and counts.
-HistogramSource = int | tuple[list[float], list[int]]
-RawHistogram = tuple[int, HistogramSource]
-#: A bucket holds at most this many packets (a minute has 600); larger counts are bad values.
-MAX_BUCKET_COUNT = 10**9
 
 
 def parse_message(
@@ -123,49 +114,6 @@ def _parse_fields(
     return message, raw
 
 
-def add_histogram_stats(
-    histograms: list[tuple[ParsedMessage, RawHistogram]], scan: ScannedBatch
-) -> None:
-    """Statistics of the scanned histograms (all of them) and of the parsed ones, in one batch."""
-    parsed = [source for _, (_, source) in histograms if isinstance(source, tuple)]
-    lengths = [len(delays) for delays, _ in parsed]
-    total = sum(lengths)
-    delays = np.fromiter(chain.from_iterable(delays for delays, _ in parsed), np.float64, total)
-    counts = np.fromiter(chain.from_iterable(counts for _, counts in parsed), np.int64, total)
-    stats = compute_histogram_batch(
-        np.concatenate([scan.delays, delays]),
-        np.concatenate([scan.counts, counts]),
-        np.concatenate([scan.lengths, np.asarray(lengths, dtype=np.int64)]),
-    )
-    next_parsed = iter(range(len(scan.lengths), len(stats)))
-    for message, (ts, source) in histograms:
-        result = stats[source if type(source) is int else next(next_parsed)]
-        if result is None:
-            message.rejected.append((RejectReason.CLOCK_ERROR, "no packet with a plausible delay"))
-        else:
-            message.delays.append((ts, result))
-
-
-def load_object(body: bytes | str) -> dict[str, Any]:
-    """The JSON object of `body`; RejectedInput for invalid JSON or another top-level value."""
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise RejectedInput(RejectReason.INVALID_JSON, str(error)[:80]) from None
-    if not isinstance(document, dict):
-        raise RejectedInput(RejectReason.NOT_AN_OBJECT, type(document).__name__)
-    return document
-
-
-def require_object(value: Any, name: str) -> dict[str, Any]:
-    """`value` as an object; missing_field when absent (None), bad_value when not an object."""
-    if value is None:
-        raise RejectedInput(RejectReason.MISSING_FIELD, name)
-    if not isinstance(value, dict):
-        raise RejectedInput(RejectReason.BAD_VALUE, f"{name} is not an object")
-    return value
-
-
 #: Links already parsed, by their raw meta fields and the string limit; ~250 toolkits send the
 #: same few tens of thousands of (source, destination, host, host) combinations over and over.
 _LINKS: dict[tuple[Any, ...], LinkEndpoints] = {}
@@ -215,27 +163,6 @@ def _ip_field(meta: dict[str, Any], name: str, limits: InputLimits) -> str:
     return canonical
 
 
-@lru_cache(maxsize=65536)
-def canonical_ip(text: str) -> str | None:
-    """The canonical text of the IP address `text`, or None when it is not one. An IPv4 address
-    written as IPv6 (`::ffff:a.b.c.d`) is the IPv4 address; one with a scope id (`fe80::1%eth0`)
-    names an interface of one host, not a link end, and is none.
-
-    >>> canonical_ip("::FFFF:192.0.2.73"), canonical_ip("2001:DB8::1"), canonical_ip("fe80::1%eth0")
-    ('192.0.2.73', '2001:db8::1', None)
-    """
-    try:
-        address = ipaddress.ip_address(text.strip())
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.scope_id is not None:
-            return None
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-    return str(address)
-
-
 def _host_field(meta: dict[str, Any], name: str, fallback: str, limits: InputLimits) -> str:
     value = meta.get(name)
     if value is None or value == "":
@@ -283,27 +210,3 @@ def _parse_loss(value: Any, limits: InputLimits) -> float:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise RejectedInput(RejectReason.LOSS_OUT_OF_RANGE, repr(value)[:40])
     return float(value)
-
-
-def parse_buckets(value: Any, limits: InputLimits) -> tuple[list[float], list[int]]:
-    """Bucket delays (key values) and counts of a histogram object, checked against `limits`."""
-    if not isinstance(value, dict):
-        raise RejectedInput(RejectReason.BAD_VALUE, "histogram is not an object")
-    if not value:
-        raise RejectedInput(RejectReason.EMPTY, "histogram has no buckets")
-    if len(value) > limits.max_buckets:
-        raise RejectedInput(RejectReason.TOO_LARGE, f"{len(value)} buckets")
-    check_length(max(value, key=len), "bucket delay", limits)
-    counts = list(value.values())
-    if set(map(type, counts)) != {int} or not 0 <= min(counts) <= max(counts) <= MAX_BUCKET_COUNT:
-        raise RejectedInput(RejectReason.BAD_VALUE, "bucket count is not a count")
-    try:
-        return parse_bucket_delays(list(value)), counts
-    except ValueError as error:
-        raise RejectedInput(RejectReason.BAD_VALUE, str(error)[:80]) from None
-
-
-def check_length(text: str, what: str, limits: InputLimits) -> None:
-    """Numbers arrive as strings too; one padded past the limit is refused before float()."""
-    if len(text) > limits.max_string_length:
-        raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is longer than the limit")

@@ -25,17 +25,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from service.errors import RejectedInput, RejectReason
+from service.parse.addresses import canonical_ip
+from service.parse.histogram_batch import RawHistogram, add_histogram_stats, parse_buckets
 from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
+from service.parse.json_fields import check_length, load_object, require_object
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import (
-    RawHistogram,
-    add_histogram_stats,
-    canonical_ip,
-    check_length,
-    load_object,
-    parse_buckets,
-    require_object,
-)
 from service.parse.records import MeasurementKind, NamedEndpoints, ParsedMessage
 
 #: The test types nettel reads, with pScheduler's default `packet-count` for each.

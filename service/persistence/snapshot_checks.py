@@ -26,9 +26,9 @@ from enum import StrEnum
 
 import numpy as np
 
+from service.parse.addresses import canonical_ip
 from service.parse.histogram import CLOCK_ERROR_HIGH_MS, CLOCK_ERROR_LOW_MS
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import canonical_ip
 from service.persistence.snapshot_codec import SnapshotFormatError
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import MAX_FUTURE_SECONDS

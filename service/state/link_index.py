@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from service.parse.perfsonar import canonical_ip
+from service.parse.addresses import canonical_ip
 from service.parse.records import LinkEndpoints, NamedEndpoints
 from service.topology.topology import Topology, host_key
 

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from service.parse.perfsonar import canonical_ip
+from service.parse.addresses import canonical_ip
 from service.topology.topology import Topology
 
 #: The `_meta` key of a pSConfig address that names its site, unless told otherwise.

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from service.parse.perfsonar import canonical_ip
+from service.parse.addresses import canonical_ip
 from service.topology.prefix_table import Network, PrefixTable
 
 _Key = TypeVar("_Key", str, Network, tuple[str, int])

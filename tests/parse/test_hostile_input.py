@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 
 from service.errors import RejectedInput, RejectReason
 from service.ingest.pipeline import IngestPipeline
+from service.parse.histogram_batch import MAX_BUCKET_COUNT
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import MAX_BUCKET_COUNT, parse_message
+from service.parse.perfsonar import parse_message
 from service.parse.records import MeasurementKind, ParsedMessage
 from service.state.link_state import LinkState
 from tests.message_factory import BASE_TS, meta

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from service.errors import RejectedInput, RejectReason
+from service.parse.addresses import canonical_ip
 from service.parse.histogram import CLOCK_ERROR_HIGH_MS, CLOCK_ERROR_LOW_MS, HistogramStats
-from service.parse.perfsonar import canonical_ip
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
 
 #: Fields of a document that this reader uses (exports hold more: sites, MA, ipv6, ...).
