@@ -212,6 +212,19 @@ class Runtime:
         self.cycle.predictor = self.model.current
         return info
 
+    def reload(self) -> None:
+        """SIGHUP: re-read the topology (on its own thread), the token files and the model; a
+        refused bundle, topology or token file is logged and the old one kept."""
+        self.reload_tokens()
+        if self.topology is not None:
+            self.topology.request()
+        try:
+            self.reload_model()
+        except ModelBundleError as error:
+            logging.getLogger("nettel.model").error(
+                "model reload refused", extra={"error": str(error)}
+            )
+
     def reload_tokens(self) -> None:
         """SIGHUP: re-read the admin and ingest token files; a file that cannot be read keeps
         the token in use (logged). An endpoint disabled at start stays disabled."""

@@ -18,14 +18,14 @@ from service.ingest.pscheduler_http import PschedulerIngest
 from service.publish import dependencies, rest
 from service.publish.alto.router import build_alto_router
 from service.publish.rucio import build_rucio_router
+from service.publish.served import ServedService
 from service.publish.stream import build_stream_router
 from service.publish.web import add_redoc, add_web_view
-from service.runtime import Runtime
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
-def create_app(runtime: Runtime, lifespan: Lifespan | None = None) -> FastAPI:
+def create_app(runtime: ServedService, lifespan: Lifespan | None = None) -> FastAPI:
     """The HTTP API over `runtime`; `lifespan` starts and stops what the caller wants run.
 
     `/docs` (Swagger UI) and `/redoc` load their scripts, styles and icon from the installed

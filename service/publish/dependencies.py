@@ -1,10 +1,11 @@
 """What routes take from the running service, as FastAPI dependencies.
 
-`create_app` puts the runtime (with its publishers and metrics registry) on `app.state`; routes
-declare what they need with the aliases below, so a test can replace any of them through
-`app.dependency_overrides` (e.g. `latest_matrix` with a hand-built snapshot). The ones that
-only read an attribute are `async`, so FastAPI runs them on the event loop rather than sending
-each to a worker thread; those that may build a view on a new snapshot stay in the thread pool.
+`create_app` puts the running service (`ServedService`, with its publishers and metrics
+registry) on `app.state`; routes declare what they need with the aliases below, so a test can
+replace any of them through `app.dependency_overrides` (e.g. `latest_matrix` with a hand-built
+snapshot). The ones that only read an attribute are `async`, so FastAPI runs them on the event
+loop rather than sending each to a worker thread; those that may build a view on a new snapshot
+stay in the thread pool.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from service.matrix.snapshot import CostMatrix
 from service.publish.alto.updates import AltoUpdates
 from service.publish.alto.view import AltoView
 from service.publish.publishers import Publishers
+from service.publish.served import ServedService
 from service.publish.stream import MatrixStream
-from service.runtime import Runtime
 
 
-async def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
+async def get_runtime(request: Request) -> ServedService:
+    runtime: ServedService = request.app.state.runtime
     return runtime
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+RuntimeDep = Annotated[ServedService, Depends(get_runtime)]
 
 
 async def get_publishers(runtime: RuntimeDep) -> Publishers:

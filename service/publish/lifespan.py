@@ -1,16 +1,15 @@
 """The app's lifespans: what starts and stops with the HTTP server, and its signal handling.
 
-`service_lifespan` (what `nettel serve` runs) starts the runtime's parts in order and stops
-them in reverse (`service.runtime.running_parts`), and on SIGHUP re-reads the topology, the
-token files and the model; `publishers_lifespan` (tests of the HTTP side) runs only the
-publishers (SSE streams, broker telemetry) over a runtime that is otherwise not started.
-Both end the SSE streams on SIGTERM/SIGINT.
+`service_lifespan` (what `nettel serve` runs) starts the service's parts in order and stops them
+in reverse, and on SIGHUP has it re-read what can change (`ServedService.reload`: the topology,
+the token files and the model); `publishers_lifespan` (tests of the HTTP side) runs only the
+publishers (SSE streams, broker telemetry) over a runtime that is otherwise not started. Both
+end the SSE streams on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import threading
@@ -21,9 +20,8 @@ from types import FrameType
 
 from fastapi import FastAPI
 
-from service.errors import ModelBundleError
 from service.publish.publishers import Publishers
-from service.runtime import Runtime
+from service.publish.served import ServedService
 
 
 @asynccontextmanager
@@ -43,7 +41,7 @@ async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
     runtime.on_start_failure = _end_process  # a part started after the warm start failed
     runtime.start()
     _close_streams_on_exit_signals(runtime.publishers)
-    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload_quietly, runtime)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, runtime.reload)
     try:
         yield
     finally:
@@ -55,21 +53,9 @@ def _end_process(error: BaseException) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _runtime(app: FastAPI) -> Runtime:
-    runtime: Runtime = app.state.runtime
+def _runtime(app: FastAPI) -> ServedService:
+    runtime: ServedService = app.state.runtime
     return runtime
-
-
-def _reload_quietly(runtime: Runtime) -> None:
-    """SIGHUP: re-read the topology (on its own thread), the token files and the model; a
-    refused bundle, topology or token file is logged and the old one kept."""
-    runtime.reload_tokens()
-    if runtime.topology is not None:
-        runtime.topology.request()
-    try:
-        runtime.reload_model()
-    except ModelBundleError as error:
-        logging.getLogger("nettel.model").error("model reload refused", extra={"error": str(error)})
 
 
 def _close_streams_on_exit_signals(publishers: Publishers) -> None:
