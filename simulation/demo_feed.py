@@ -3,6 +3,8 @@
 Every directed link gets one histogram-owdelay and one packet-loss-rate message per minute, each
 with that minute's single datapoint. First the last `backfill_minutes` whole minutes are sent at
 once, then each new minute a few seconds after it ends. The same seed gives the same messages.
+Faults (`simulation.faults`) change what is published from their minute on, counted from the
+first minute sent.
 """
 
 from __future__ import annotations
@@ -12,13 +14,21 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
 import orjson
 import stomp
 from stomp.exception import ConnectFailedException, StompException
 
 from simulation.bus_format import Message, build_delay_message, build_loss_message
 from simulation.defaults import DEFAULT_SITES
-from simulation.simulator import Mesh, build_mesh, simulate_minute, simulate_utilisation
+from simulation.faults import NO_FAULTS, FaultedMinute, FaultPlan, apply_faults
+from simulation.simulator import (
+    Mesh,
+    MinuteMeasurements,
+    build_mesh,
+    simulate_minute,
+    simulate_utilisation,
+)
 
 HEARTBEATS_MS = (10_000, 10_000)
 CONNECT_TIMEOUT_S = 60.0
@@ -94,11 +104,15 @@ class _Feed:
         self,
         mesh: Mesh,
         seed: int,
+        faults: FaultPlan,
         session: _BrokerSession,
         clock: Callable[[], float],
         log: logging.Logger,
     ) -> None:
         self._mesh, self._seed, self._session = mesh, seed, session
+        self._faults = faults
+        #: The first minute published: the faults' minutes count from it.
+        self._first_minute: int | None = None
         self._clock, self._log = clock, log
         self.sent = 0
 
@@ -122,18 +136,34 @@ class _Feed:
             self.sent += 1
 
     def _messages(self, minute: int) -> list[Message]:
-        utilisation = simulate_utilisation(self._mesh, minute, 1, self._seed)[:, 0]
-        measured = simulate_minute(self._mesh, utilisation, minute, self._seed)
-        sent_at, ts = self._clock(), measured.timestamp
-        messages = []
-        for link in range(self._mesh.n_links):
-            histogram = measured.histogram(link)
-            if histogram:  # empty when every packet was lost: nothing to report
-                delay = build_delay_message(self._mesh, link, {ts: histogram}, sent_at=sent_at)
-                messages.append(delay)
-            loss = {ts: float(measured.loss[link])}
-            messages.append(build_loss_message(self._mesh, link, loss, sent_at=sent_at))
-        return messages
+        if self._first_minute is None:
+            self._first_minute = minute
+            for planned in self._faults.faults:
+                at = minute + planned.fault.start_minute
+                self._log.info("fault: %s (epoch minute %d)", planned.fault.describe(), at)
+        measured = simulate_demo_minute(self._mesh, self._seed, minute)
+        faulted = apply_faults(measured, self._faults, minute - self._first_minute)
+        return minute_messages(self._mesh, faulted, self._clock())
+
+
+def simulate_demo_minute(mesh: Mesh, seed: int, minute: int) -> MinuteMeasurements:
+    """The demo mesh's measurements of `minute` (family A), before any fault."""
+    utilisation = simulate_utilisation(mesh, minute, 1, seed)[:, 0]
+    return simulate_minute(mesh, utilisation, minute, seed)
+
+
+def minute_messages(mesh: Mesh, faulted: FaultedMinute, sent_at: float) -> list[Message]:
+    """The bus messages of one minute: per published link a delay message (unless every probe
+    was lost: no histogram to report) and a loss message."""
+    measured, ts = faulted.measurements, faulted.measurements.timestamp
+    messages = []
+    for link in np.flatnonzero(faulted.published).tolist():
+        histogram = measured.histogram(link)
+        if histogram:
+            messages.append(build_delay_message(mesh, link, {ts: histogram}, sent_at=sent_at))
+        loss = {ts: float(measured.loss[link])}
+        messages.append(build_loss_message(mesh, link, loss, sent_at=sent_at))
+    return messages
 
 
 def run_demo_feed(
@@ -143,17 +173,22 @@ def run_demo_feed(
     sites: int = DEFAULT_SITES,
     backfill_minutes: int = 40,
     realtime: bool = True,
+    faults: FaultPlan = NO_FAULTS,
     user: str | None = None,
     password: str | None = None,
     stop: threading.Event | None = None,
     clock: Callable[[], float] = time.time,
     log: logging.Logger | None = None,
 ) -> int:
-    """Publish the simulated mesh to `brokers` until done or `stop` is set; return messages sent."""
+    """Publish the simulated mesh to `brokers` until done or `stop` is set; return messages sent.
+
+    `faults` (planned on `build_mesh(sites, seed)`) count their minutes from the first one sent
+    (the first back-filled minute).
+    """
     log = log or logging.getLogger("nettel.demo")
     stop = stop or threading.Event()
     session = _BrokerSession(brokers, user, password, stop, log)
-    feed = _Feed(build_mesh(sites, seed), seed, session, clock, log)
+    feed = _Feed(build_mesh(sites, seed), seed, faults, session, clock, log)
     try:
         if session.connect():
             current = int(clock() // 60)
