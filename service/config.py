@@ -227,6 +227,13 @@ class Settings(BaseSettings):
         description="destination for per-link results in netTel's layout",
     )
     publish_telemetry: bool = Field(True, description="publish changed links to telemetry_topic")
+    alarm_topic: str = Field(
+        "/topic/alarms.perfsonar",
+        min_length=1,
+        description="destination for network alarm events (one JSON document per alarm opened "
+        "or closed), sent over the telemetry connection: only with publish_telemetry, and with "
+        "ha_group only by the elected publisher",
+    )
     ha_group: str | None = Field(
         None,
         min_length=1,
@@ -337,7 +344,8 @@ class Settings(BaseSettings):
         256,
         ge=1,
         le=100_000,
-        description="open /costmatrix/stream subscribers at most; one more is answered 503",
+        description="open /costmatrix/stream and /alarms/stream subscribers at most (both "
+        "together); one more is answered 503",
     )
     trusted_proxies: str | None = Field(
         None,

@@ -15,7 +15,7 @@ from fastapi_offline import FastAPIOffline
 
 from service.build_info import package_version
 from service.ingest.pscheduler_http import PschedulerIngest
-from service.publish import dependencies, rest
+from service.publish import alarm_routes, dependencies, rest
 from service.publish.alto.router import build_alto_router
 from service.publish.rucio import build_rucio_router
 from service.publish.served import ServedService
@@ -45,6 +45,7 @@ def create_app(runtime: ServedService, lifespan: Lifespan | None = None) -> Fast
     app.include_router(build_alto_router(dependencies.alto_view, dependencies.get_alto_updates))
     app.include_router(build_rucio_router(dependencies.site_links, dependencies.rse_map))
     app.include_router(build_stream_router(dependencies.get_stream))
+    app.include_router(alarm_routes.router)
     app.add_middleware(PschedulerIngest, intake=runtime.intake)
     add_web_view(app)
     add_redoc(app)

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
+from service.publish.alarm_feed import AlarmFeed
 from service.publish.alto.updates import AltoUpdates
 from service.publish.alto.view import AltoView
 from service.publish.publishers import Publishers
@@ -80,3 +81,23 @@ def get_stream(publishers: PublishersDep) -> MatrixStream:
 
 def get_alto_updates(publishers: PublishersDep) -> AltoUpdates:
     return publishers.alto_updates
+
+
+async def alarm_feed(publishers: PublishersDep) -> AlarmFeed:
+    """The alarm book and stream; 503 when this instance raises no alarms."""
+    if publishers.alarms is None:
+        raise HTTPException(503, "this instance raises no alarms (the alarm book is off)")
+    return publishers.alarms
+
+
+AlarmFeedDep = Annotated[AlarmFeed, Depends(alarm_feed)]
+
+
+async def served_matrix(runtime: RuntimeDep) -> CostMatrix | None:
+    """The cost matrix being served, None before the first one."""
+    return runtime.cycle.latest
+
+
+async def topology_sites(runtime: RuntimeDep) -> list[str]:
+    """The sites of the topology in use."""
+    return runtime.state.index.topology.sites

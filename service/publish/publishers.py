@@ -1,5 +1,5 @@
-"""The publishers beside the REST API: SSE streams (the matrix's and ALTO's update streams),
-broker telemetry, and per-snapshot views.
+"""The publishers beside the REST API: SSE streams (the matrix's, the alarms' and ALTO's update
+streams), broker telemetry and alarm events, and per-snapshot views.
 
 `build_publishers` makes them (the runtime does, once); `Publishers` is one of the runtime's
 running parts: its start attaches the matrix observers (wake-ups of both kinds of stream, broker
@@ -14,10 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from service.alarms.book import AlarmBook
 from service.config import Settings
 from service.matrix.cycle import MatrixCycle
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
+from service.publish.alarm_feed import AlarmFeed, build_alarm_feed
 from service.publish.alto.updates import AltoUpdates
 from service.publish.alto.view import AltoView
 from service.publish.http_guard import HttpGuard
@@ -61,6 +63,8 @@ class Publishers:
     alto_view: SnapshotMemo[AltoView]
     alto_updates: AltoUpdates
     rse_map: dict[str, str] | None = None
+    #: /alarms/stream and the broker's alarm events (None: alarms disabled).
+    alarms: AlarmFeed | None = None
     _observers: list[Observer] = field(default_factory=list)
 
     def start(self) -> None:
@@ -68,6 +72,8 @@ class Publishers:
         if self.telemetry is not None:
             self.telemetry.start()
             self._observers.append(self.telemetry.observe)
+        if self.alarms is not None:
+            self.alarms.start()
         self.cycle.matrix_observers.extend(self._observers)
         self.cycle.snapshot_preparers.append(self.prepare)
 
@@ -77,10 +83,13 @@ class Publishers:
 
     def stream_counts(self) -> dict[str, Callable[[], int]]:
         """SSE endpoint (a metric label) -> how many streams it has open now."""
-        return {
+        counts = {
             "costmatrix_stream": self.stream.open_streams,
             "alto_updates": self.alto_updates.open_streams,
         }
+        if self.alarms is not None:
+            counts["alarms_stream"] = self.alarms.stream.open_streams
+        return counts
 
     def close_streams(self) -> None:
         """End every open SSE stream; safe from any thread or a signal handler."""
@@ -93,6 +102,8 @@ class Publishers:
         self._observers = []
         if self.prepare in self.cycle.snapshot_preparers:
             self.cycle.snapshot_preparers.remove(self.prepare)
+        if self.alarms is not None:
+            self.alarms.stop()
         self.close_streams()
         if self.telemetry is not None:
             self.telemetry.stop()
@@ -104,9 +115,11 @@ def build_publishers(
     topology: Callable[[], Topology],
     telemetry: TelemetryPublisher | None,
     guard: HttpGuard,
+    alarms: AlarmBook | None = None,
 ) -> Publishers:
     """The publishers of `cycle`'s snapshots; `topology`: the one in use now (ALTO's network
-    map), `guard` counts the streams refused or dropped."""
+    map), `guard` counts the streams refused or dropped, `alarms`: the alarm book whose events
+    are streamed and sent to the broker (None: alarms disabled)."""
     site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(lambda matrix: matrix.site_links)
 
     def alto_view_of(matrix: CostMatrix) -> AltoView:
@@ -140,4 +153,7 @@ def build_publishers(
         alto_view,
         AltoUpdates(latest, alto_view),
         load_rse_map(settings.rse_map) if settings.rse_map else None,
+        None
+        if alarms is None
+        else build_alarm_feed(alarms, stream.limit, latest, telemetry, settings.alarm_topic),
     )

@@ -1,0 +1,64 @@
+"""Network alarms: open alarms by kind, open and close events by kind, and open alarms by kind
+and site (what Alertmanager routes to a site's operators).
+
+Labels stay bounded: `kind` has 8 values, `action` 2, and `site` the topology's sites (plus,
+while an alarm concerning it is open, a site the topology no longer lists). Every (kind, site)
+of the topology is exported, 0 without an open alarm, so that a series exists before its first
+alarm: about 2,000 series for WLCG's ~250 sites.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from service.alarms.book import AlarmBook
+from service.alarms.records import AlarmKind
+from service.publish.metrics.families import AlwaysCollected
+
+ACTIONS = ("open", "close")
+
+
+class AlarmCollector(AlwaysCollected):
+    """The alarm book's counts; `sites`: the topology's sites now."""
+
+    def __init__(self, book: AlarmBook, sites: Callable[[], Iterable[str]]) -> None:
+        self._book = book
+        self._sites = sites
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        book = self._book
+        by_kind = GaugeMetricFamily(
+            "nettel_alarms_open", "Network alarms open now, by kind.", labels=["kind"]
+        )
+        for kind, count in book.open_by_kind().items():
+            by_kind.add_metric([kind.value], count)
+        yield by_kind
+        events = CounterMetricFamily(
+            "nettel_alarm_events",
+            "Network alarms opened and closed since start, by kind and action (open, close).",
+            labels=["kind", "action"],
+        )
+        totals = book.events_total
+        for kind in AlarmKind:
+            for action in ACTIONS:
+                events.add_metric([kind.value, action], totals.get((kind, action), 0))
+        yield events
+        by_site = GaugeMetricFamily(
+            "nettel_site_alarms_open",
+            "Network alarms open now that concern a site (one of its sites), by kind and site; "
+            "0 for every kind at every site of the topology without one.",
+            labels=["kind", "site"],
+        )
+        counts = Counter(
+            (alarm.kind.value, site)
+            for alarm in book.open_alarms()
+            for site in dict.fromkeys(alarm.sites)
+        )
+        sites = list(self._sites())
+        zeros = {(kind.value, site): 0 for kind in AlarmKind for site in sites}
+        for (kind_name, site), count in sorted((zeros | counts).items()):
+            by_site.add_metric([kind_name, site], count)
+        yield by_site
