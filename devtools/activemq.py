@@ -52,6 +52,7 @@ from devtools.broker_process import (
 
 # Tests, benchmarks and other devtools import these from here.
 from devtools.broker_process import BrokerStartError as BrokerStartError
+from devtools.broker_process import BrokerTls as BrokerTls
 from devtools.broker_process import free_port as free_port
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
@@ -162,26 +163,6 @@ class BrokerLayout:
     @property
     def log_file(self) -> Path:
         return self.base / "activemq.log"
-
-
-@dataclass(frozen=True)
-class BrokerTls:
-    """A throw-away PKI for a `stomp+ssl` connector; every file lives in one folder.
-
-    `ca_file` is the CA certificate (PEM) clients trust; the broker's key store holds its key
-    and a certificate for `host` signed by that CA. With a trust store (the CA) the broker asks
-    every client for a certificate signed by the CA (`issue_client_certificate`).
-    """
-
-    folder: Path
-    ca_file: Path
-    keystore: Path
-    truststore: Path | None
-    password: str
-
-    @property
-    def need_client_auth(self) -> bool:
-        return self.truststore is not None
 
 
 def generate_test_pki(

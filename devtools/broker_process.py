@@ -1,5 +1,6 @@
 """What the private brokers of `devtools.activemq` and `devtools.rabbitmq` share: ports, the
-STOMP readiness check, and `BrokerProcess`, the lifecycle of a broker run as a child process.
+STOMP readiness check, the TLS material a broker is started with (`BrokerTls`), and
+`BrokerProcess`, the lifecycle of a broker run as a child process.
 
 A broker is one child in its own process group (so a Ctrl-C aimed at the parent's group does not
 reach it; `stop` does a clean SIGTERM shutdown instead), asked to get SIGTERM when the thread that
@@ -21,19 +22,38 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import Self, TypeVar
 
 import stomp
-
-if TYPE_CHECKING:
-    from devtools.activemq import BrokerTls
 
 LOOPBACK = "127.0.0.1"
 
 
 class BrokerStartError(RuntimeError):
     """The broker could not be started; the message says why and quotes the broker log."""
+
+
+@dataclass(frozen=True)
+class BrokerTls:
+    """A throw-away PKI for a `stomp+ssl` connector, as `devtools.activemq.generate_test_pki`
+    makes it for either broker; every file lives in one folder.
+
+    `ca_file` is the CA certificate (PEM) clients trust; the broker's key store holds its key
+    and a certificate for its host signed by that CA. With a trust store (the CA) the broker asks
+    every client for a certificate signed by the CA (`devtools.activemq.issue_client_certificate`).
+    """
+
+    folder: Path
+    ca_file: Path
+    keystore: Path
+    truststore: Path | None
+    password: str
+
+    @property
+    def need_client_auth(self) -> bool:
+        return self.truststore is not None
 
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
