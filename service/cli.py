@@ -1,8 +1,10 @@
-"""The `nettel` command: serve, backfill, simulate, costmatrix, rucio-sync, train, evaluate.
+"""The `nettel` command: serve, backfill, costmatrix and rucio-sync of its own, and the commands
+other packages add through the `nettel.commands` entry points (pyproject.toml): simulate,
+train, evaluate and dataset, which live with the `training` and `simulation` code they run.
 
-Each command's options are registered from `service.commands`; what a command runs (the
-runtime, `training`, `simulation`) is imported only when it runs, so `nettel serve` never
-imports training, Keras or h5py at start (`tests/test_architecture.py`).
+An entry point's module is imported only for its own command, or for help and an unknown
+command's error (which list them all), so `nettel serve` never imports training, the simulators,
+Keras or h5py (`tests/test_architecture.py`). What a command runs is imported when it runs.
 """
 
 from __future__ import annotations
@@ -10,33 +12,23 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from pathlib import Path
+from importlib.metadata import EntryPoint, entry_points
 
 from service.commands.costmatrix import add_costmatrix_command
-from service.commands.dataset import add_dataset_command
 from service.commands.rucio_sync import add_rucio_sync_command
 from service.commands.setting_flags import add_setting_flags, given_settings
-from service.commands.training import (
-    add_evaluate_command,
-    add_simulate_capture_options,
-    add_train_command,
-    run_simulate_capture,
-)
-from service.config import (
-    ENV_ONLY_SETTINGS,
-    Settings,
-    comma_separated,
-    load_settings,
-    parse_address,
-)
+from service.config import ENV_ONLY_SETTINGS, Settings, load_settings
 from service.errors import ConfigError
 from service.log_format import configure_logging
-from simulation.defaults import DEFAULT_SITES
+
+#: The entry-point group through which a package adds a command: `name = "module:function"`, the
+#: function taking the subparsers and adding the command's parser; `[extras]` after it name the
+#: extras of nettel whose packages the command imports when it runs.
+COMMAND_GROUP = "nettel.commands"
+#: The commands of `service` itself.
+OWN_COMMANDS = ("serve", "backfill", "costmatrix", "rucio-sync")
 
 #: What `nettel backfill` takes: the state, what its journal's replay needs, and the archive.
 BACKFILL_COMMAND_SETTINGS = (
@@ -57,16 +49,46 @@ BACKFILL_COMMAND_SETTINGS = (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    command = named_command(arguments)
     try:
+        args = build_parser(command).parse_args(arguments)
         return int(args.run(args) or 0)
     except ConfigError as error:
         print(f"nettel: {error}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as error:
+        entry = added_commands().get(command or "")
+        if entry is None or not entry.extras:
+            raise
+        extras = ",".join(entry.extras)
+        print(
+            f"nettel: {command} needs the module {error.name!r}, which is not installed: "
+            f"pip install 'nettel[{extras}]'",
+            file=sys.stderr,
+        )
+        return 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def named_command(arguments: Sequence[str]) -> str | None:
+    """The command `arguments` name: the first that is not an option (`nettel` itself takes
+    none but --help), or None.
+
+    >>> named_command(["--help"]), named_command(["train", "--seed", "1"])
+    (None, 'train')
+    """
+    return next((argument for argument in arguments if not argument.startswith("-")), None)
+
+
+def added_commands() -> dict[str, EntryPoint]:
+    """The commands other packages add (entry points of COMMAND_GROUP), by name."""
+    return {entry.name: entry for entry in entry_points(group=COMMAND_GROUP)}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `nettel` parser, with the added commands that `command` needs: none for one of
+    service's own, only its own for an added one, and all of them otherwise (help, or an unknown
+    name, whose error lists every command)."""
     parser = argparse.ArgumentParser(
         prog="nettel",
         description="Streaming perfSONAR telemetry to a live link cost matrix.",
@@ -76,12 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser = functools.partial(commands.add_parser, allow_abbrev=False)  # type: ignore[method-assign]
     _add_serve(commands)
     _add_backfill(commands)
-    _add_simulate(commands)
     add_costmatrix_command(commands)
     add_rucio_sync_command(commands)
-    add_train_command(commands)
-    add_evaluate_command(commands)
-    add_dataset_command(commands)
+    if command not in OWN_COMMANDS:
+        added = added_commands()
+        for entry in [added[command]] if command in added else added.values():
+            entry.load()(commands)
     return parser
 
 
@@ -166,114 +188,3 @@ def _run_backfill(args: argparse.Namespace) -> int:
         lock.release()
     print(orjson.dumps(report.summary()).decode())
     return 0 if report.complete else 1
-
-
-def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    simulate = commands.add_parser(
-        "simulate",
-        help="publish a synthetic perfSONAR mesh to a broker (demo feed), or write a family-C "
-        "(ns-3) capture directory",
-    )
-    simulate.add_argument("--brokers", default="127.0.0.1:61613", help="host:port[,host:port]")
-    simulate.add_argument("--seed", type=int, default=0, help="random seed (deterministic feed)")
-    simulate.add_argument(
-        "--sites", type=int, default=DEFAULT_SITES, help="sites in the mesh (>= 2)"
-    )
-    simulate.add_argument("--backfill-minutes", type=int, default=40, help="minutes to back-fill")
-    simulate.add_argument(
-        "--no-realtime",
-        dest="realtime",
-        action="store_false",
-        help="stop after the back-fill instead of publishing every minute",
-    )
-    simulate.add_argument(
-        "--user",
-        default=os.environ.get("NETTEL_BROKER_USER"),
-        help="STOMP login [env NETTEL_BROKER_USER]",
-    )
-    simulate.add_argument(
-        "--password-file",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="file holding the STOMP passcode (else env NETTEL_BROKER_PASSWORD; never given on "
-        "the command line, where other users of the machine could read it)",
-    )
-    simulate.add_argument(
-        "--write-topology",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="first write the mesh's sites as a CRIC rcsite export (for serve --topology)",
-    )
-    simulate.add_argument(
-        "--write-rse-map",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="first write an RSE map, one <site>_DATADISK per site (for serve --rse-map)",
-    )
-    simulate.add_argument(
-        "--no-feed",
-        dest="feed",
-        action="store_false",
-        help="only write the --write-topology and --write-rse-map files, publish nothing (no "
-        "broker needed)",
-    )
-    add_simulate_capture_options(simulate)
-    simulate.set_defaults(run=_run_simulate)
-
-
-def _simulate_passcode(path: Path | None) -> str | None:
-    """The demo feed's STOMP passcode, as `serve` takes one: the file wins over the environment."""
-    if path is None:
-        return os.environ.get("NETTEL_BROKER_PASSWORD")
-    try:
-        return path.read_text().strip()
-    except OSError as error:
-        raise ConfigError(f"--password-file: {error.strerror or error}: {path}") from None
-
-
-def _run_simulate(args: argparse.Namespace) -> int:
-    from simulation.demo_feed import run_demo_feed
-
-    if args.family != "A" or args.output is not None or args.decisions is not None:
-        return run_simulate_capture(args)
-    if args.sites < 2 or args.backfill_minutes < 0:
-        raise ConfigError("--sites must be >= 2 and --backfill-minutes >= 0")
-    if not args.feed and args.write_topology is None and args.write_rse_map is None:
-        raise ConfigError(
-            "--no-feed needs --write-topology or --write-rse-map: there would be nothing to do"
-        )
-    try:
-        brokers = [parse_address(part) for part in comma_separated(args.brokers)]
-    except ValueError as error:
-        raise ConfigError(f"--brokers: {error}") from None
-    configure_logging()
-    if args.write_topology is not None or args.write_rse_map is not None:
-        from simulation.mesh_inventory import write_cric_export, write_rse_map
-        from simulation.simulator import build_mesh
-
-        mesh = build_mesh(args.sites, args.seed)
-        if args.write_topology is not None:
-            write_cric_export(mesh, args.write_topology)
-        if args.write_rse_map is not None:
-            write_rse_map(mesh, args.write_rse_map)
-    if not args.feed:
-        return 0
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        run_demo_feed(
-            brokers,
-            seed=args.seed,
-            sites=args.sites,
-            backfill_minutes=args.backfill_minutes,
-            realtime=args.realtime,
-            user=args.user,
-            password=_simulate_passcode(args.password_file),
-            stop=stop,
-        )
-    except KeyboardInterrupt:
-        stop.set()
-    return 0

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import _simulate_passcode, build_parser, main
+from service.cli import build_parser, main
+from simulation.commands import demo_feed_passcode
 from simulation.defaults import DEFAULT_SITES
 from simulation.simulator import build_mesh
 
@@ -37,10 +38,10 @@ def test_the_feeds_passcode_never_comes_from_the_command_line(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["simulate", "--password", "secret"])
     monkeypatch.setenv("NETTEL_BROKER_PASSWORD", "from-env")
-    assert _simulate_passcode(None) == "from-env"
+    assert demo_feed_passcode(None) == "from-env"
     secret = tmp_path / "passcode"
     secret.write_text("from-file\n")
-    assert _simulate_passcode(secret) == "from-file"  # the file wins, as for `serve`
+    assert demo_feed_passcode(secret) == "from-file"  # the file wins, as for `serve`
     argv = ["simulate", "--password-file", str(tmp_path / "missing"), "--no-realtime"]
     assert main(argv) == 2
     assert "--password-file" in capsys.readouterr().err

@@ -14,10 +14,10 @@ pytest.importorskip("sklearn")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
-from service.commands.training import add_evaluate_command, add_train_command  # noqa: E402
 from service.errors import ConfigError  # noqa: E402
 from service.model.bundle import CARD_FILE, load_bundle  # noqa: E402
 from service.model.scaler import MinMaxScaler  # noqa: E402
+from training.commands.train import add_evaluate_command, add_train_command  # noqa: E402
 from training.dataset import DataSource, build_simulated_dataset, split_links  # noqa: E402
 from training.network import NetworkConfig, build_network, fit_network, predict_network  # noqa: E402
 from training.train import (  # noqa: E402

@@ -1,20 +1,20 @@
 """`nettel train` and `nettel evaluate`: argparse registration and the run functions.
 
-`service/cli.py` calls `add_train_command(subparsers)` and `add_evaluate_command(subparsers)`.
-`training` (with TensorFlow, scikit-learn and matplotlib) is imported only when a command runs,
-so `nettel --help` and `nettel serve` stay light. Invalid options and
-unusable inputs become `ConfigError`, which the CLI prints as a one-line message.
+The `nettel` command finds `add_train_command` and `add_evaluate_command` through the
+`nettel.commands` entry points (pyproject.toml). What they run (TensorFlow, scikit-learn and
+matplotlib) is imported only when a command runs, so `nettel --help` stays light. Invalid
+options and unusable inputs become `ConfigError`, which the CLI prints as a one-line message.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.commands.dataset import (
+from service.errors import ConfigError, NettelError
+from simulation.defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
+from training.commands.dataset import (
     DEFAULT_DATASET_DIR,
     DEFAULT_TARGET,
     add_engine_options,
@@ -22,14 +22,7 @@ from service.commands.dataset import (
     local_archive,
     local_path,
 )
-from service.commands.decisions import (
-    add_evaluate_decision_options,
-    add_simulate_decision_options,
-    run_evaluate_decisions,
-    run_simulate_decisions,
-)
-from service.errors import ConfigError, NettelError
-from simulation.defaults import DEFAULT_DAYS, DEFAULT_FAMILY, DEFAULT_SITES, FAMILIES
+from training.commands.decisions import add_evaluate_decision_options, run_evaluate_decisions
 
 if TYPE_CHECKING:  # scikit-learn and h5py: imported when a command runs
     from service.model.bundle import ModelBundle
@@ -225,95 +218,6 @@ def _add_earlier_bundle_option(parser: argparse.ArgumentParser) -> None:
         help="also score a bundle trained on an earlier feature list (a subset of today's, e.g. "
         "the one shipped before) on the same rows, and the cost it was served with",
     )
-
-
-#: `nettel simulate --family`: A publishes the demo feed (M/M/1/K mesh) to a broker, C writes
-#: ns-3 packet-level links to a capture directory.
-SIMULATE_FAMILIES = ("A", "C")
-DEFAULT_CAPTURE_LINKS = 60
-#: 32 minutes of warm-up (the dataset's first row needs a full window) and 4 hours of rows.
-DEFAULT_CAPTURE_MINUTES = 272
-
-
-def add_simulate_capture_options(simulate: argparse.ArgumentParser) -> None:
-    """`nettel simulate`'s options for writing a family-C capture directory (generate once)."""
-    simulate.add_argument(
-        "--family",
-        choices=SIMULATE_FAMILIES,
-        default="A",
-        help="A: the demo feed's M/M/1/K mesh, published to --brokers (default); C: links "
-        "simulated packet by packet with ns-3 (needs nettel[ns3]), written to --output",
-    )
-    simulate.add_argument(
-        "--output",
-        type=local_path,
-        default=None,
-        metavar="DIR",
-        help="--family C: write bus captures, SNMP counters and a router map to DIR, readable "
-        "by `nettel train/evaluate --perfsonar-dir DIR --router-map DIR/routers/router-map.json`",
-    )
-    simulate.add_argument(
-        "--links",
-        type=int,
-        default=DEFAULT_CAPTURE_LINKS,
-        help="--family C: directed links to simulate (default %(default)s)",
-    )
-    simulate.add_argument(
-        "--minutes",
-        type=int,
-        default=DEFAULT_CAPTURE_MINUTES,
-        help="--family C: simulated minutes per link, including the 32-minute warm-up before "
-        "the first dataset row (default %(default)s)",
-    )
-    simulate.add_argument(
-        "--processes",
-        type=int,
-        default=2,
-        help="--family C: worker processes, each its own ns-3 simulator (default %(default)s)",
-    )
-    add_simulate_decision_options(simulate)
-
-
-def run_simulate_capture(args: argparse.Namespace) -> int:
-    """`nettel simulate --family C --output DIR`: simulate the links and write the directory."""
-    from service.state.link_buffers import WINDOW_MINUTES
-    from simulation.simulator_ns3 import CaptureRequest, write_capture
-    from training.dataset import DEFAULT_START_MINUTE
-
-    if args.decisions is not None:
-        return run_simulate_decisions(args)
-    if args.family != "C" or args.output is None:
-        raise ConfigError("simulate: --output writes family C only: use --family C --output DIR")
-    if args.minutes <= WINDOW_MINUTES:
-        raise ConfigError(
-            f"simulate: --minutes must exceed the {WINDOW_MINUTES}-minute warm-up ({args.minutes})"
-        )
-    if args.links < 1 or args.processes < 1:
-        raise ConfigError("simulate: --links and --processes must be >= 1")
-    request = CaptureRequest(
-        output=args.output,
-        links=args.links,
-        minutes=args.minutes,
-        seed=args.seed,
-        processes=args.processes,
-        first_minute=DEFAULT_START_MINUTE - WINDOW_MINUTES,
-    )
-
-    def progress(done: int, total: int, seconds: float) -> None:
-        print(f"simulate: {done}/{total} links written ({seconds:.0f} s)", flush=True)
-
-    # ending on SIGTERM unwinds through the worker pool, which then ends its processes
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    try:
-        manifest = write_capture(request, progress)
-    except (ValueError, RuntimeError, OSError) as error:
-        raise ConfigError(f"simulate: {error}") from None
-    print(
-        f"simulate: {args.links} links x {args.minutes} minutes written to {args.output} "
-        f"({manifest['cpu_seconds']:.0f} CPU-s, "
-        f"{manifest['cpu_seconds_per_link_minute']:.3f} CPU-s per link-minute)"
-    )
-    return 0
 
 
 def _add_data_options(parser: argparse.ArgumentParser, note: str = "") -> None:
