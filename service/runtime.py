@@ -40,6 +40,7 @@ from service.persistence.snapshot_store import SnapshotStore
 from service.persistence.state_dir_lock import StateDirLock
 from service.persistence.warm_start import WarmOutcome, WarmSource, warm_start
 from service.publish.http_guard import HttpGuard, http_limits
+from service.publish.metrics.alarms import AlarmCollector
 from service.publish.metrics.backfill import BackfillCollector
 from service.publish.metrics.broker import BrokerCollector
 from service.publish.metrics.build import BuildCollector
@@ -415,6 +416,8 @@ def metrics_registry(runtime: Runtime) -> CollectorRegistry:
         register_model_metrics(registry, runtime.model)
     registry.register(HttpCollector(runtime.http_guard))
     register_stream_gauge(registry, publishers.stream_counts())
+    if (alarms := publishers.alarms) is not None:
+        registry.register(AlarmCollector(alarms.book, lambda: runtime.state.index.topology.sites))
     return registry
 
 
