@@ -162,8 +162,9 @@ def _run_backfill(args: argparse.Namespace) -> int:
     import orjson
 
     from service.ingest.archive_backfill import ArchiveBackfill
+    from service.ingest.entry import IngestEntry
     from service.ingest.pipeline import IngestPipeline
-    from service.persistence.durability import Persistence, acknowledge_nothing
+    from service.persistence.durability import Persistence
     from service.persistence.journal import Journal
     from service.persistence.snapshot_store import SnapshotStore
     from service.persistence.state_dir_lock import StateDirLock
@@ -180,9 +181,9 @@ def _run_backfill(args: argparse.Namespace) -> int:
         state = restore_state(settings, store)
         pipeline = IngestPipeline(state, topic_kinds(settings))
         journal = Journal(store.directory)
-        persistence = Persistence(pipeline, store, journal, acknowledge_nothing)
+        persistence = Persistence(pipeline, store, journal)
         persistence.replay_journal()
-        report = ArchiveBackfill(state, archive).run()
+        report = ArchiveBackfill(IngestEntry(pipeline), archive).run()
         persistence.stop()  # writes the snapshot, then closes the journal
     finally:
         lock.release()

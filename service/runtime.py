@@ -7,8 +7,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -21,19 +22,21 @@ from service.errors import ConfigError, ModelBundleError
 from service.ingest.archive_backfill import ArchiveBackfill, BackfillSettings
 from service.ingest.backlog import BacklogWatch, ingest_is_behind
 from service.ingest.dns_cache import CachedResolver
+from service.ingest.entry import IngestEntry
 from service.ingest.frame_batcher import FrameBatcher
 from service.ingest.link_admission import LinkAdmission
 from service.ingest.parser_processes import ParserProcesses
-from service.ingest.pipeline import IngestPipeline
+from service.ingest.pipeline import IngestPipeline, Parser
 from service.ingest.pscheduler_http import PschedulerIntake
 from service.ingest.rate_limit import ClientRateLimiter
+from service.ingest.source import Source
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.lifecycle import Component, Hooks
 from service.matrix.cycle import MatrixCycle
 from service.model.slot import ModelSlot
 from service.parse.limits import InputLimits
 from service.parse.records import MeasurementKind
-from service.persistence.durability import Persistence, acknowledge_nothing
+from service.persistence.durability import Persistence
 from service.persistence.journal import Journal
 from service.persistence.snapshot_checks import ContentCheck
 from service.persistence.snapshot_store import SnapshotStore
@@ -55,7 +58,7 @@ from service.publish.metrics.topology import TopologyCollector
 from service.publish.metrics.warm_start import WarmStartCollector
 from service.publish.publishers import Publishers, build_publishers
 from service.publish.telemetry import TelemetryPublisher
-from service.state.link_state import LinkState
+from service.state.link_state import Admission, LinkState
 from service.state.retirement import LinkRetirement
 from service.topology.loading import LoadedTopology, load_topology
 from service.topology.refresh import TopologyRefresher, log_loaded
@@ -64,24 +67,39 @@ from service.topology.topology import Topology
 
 @dataclass
 class Runtime:
-    """The service's parts, built by `build_runtime`; `start()` / `stop()` run `parts`."""
+    """The service's parts, every one given at construction by `build_runtime`; `start()` /
+    `stop()` run `parts` (started in order, stopped in reverse)."""
 
     settings: Settings
     state: LinkState
     pipeline: IngestPipeline
     cycle: MatrixCycle
-    #: The bus subscription (None with --brokers none: pScheduler runs over HTTP only).
-    source: StompSource | None
     batcher: FrameBatcher
+    #: Where every source delivers (`service.ingest.entry`).
+    entry: IngestEntry
+    #: The inputs, in the order of `SOURCE_FACTORIES` (those configured).
+    sources: tuple[Source, ...]
+    publishers: Publishers
+    #: The HTTP front door's limits and counts.
+    http_guard: HttpGuard
+    #: /metrics: one collector per part.
+    registry: CollectorRegistry
+    #: What runs, in start order (`running_parts`).
+    parts: list[Component]
     model: ModelSlot | None = None
     persistence: Persistence | None = None
     parsers: ParserProcesses | None = None
-    backfill: ArchiveBackfill | None = None
-    intake: PschedulerIntake | None = None
     topology: TopologyRefresher | None = None
     election: BrokerElection | None = None
     #: Where --warm-from takes the state from at start (None without it).
     warm: WarmSource | None = None
+    #: This process's hold on --state-dir (None without it).
+    state_dir_lock: StateDirLock | None = None
+    #: Which new links the state takes (--max-links, --new-links-per-minute).
+    admission: LinkAdmission | None = None
+    #: The /admin bearer token, read at start and on SIGHUP (None: admin endpoints disabled).
+    admin_token: str | None = None
+    started_at: float = field(default_factory=time.time)
     #: How --warm-from ended (None without it or before it ended).
     warm_outcome: WarmOutcome | None = None
     #: The content check that refused the warm state (outcome `rejected`).
@@ -93,25 +111,25 @@ class Runtime:
     #: Called when a part started after the warm start fails to start (the lifespan ends the
     #: process then, as a failed start before serving would have).
     on_start_failure: Callable[[BaseException], object] | None = None
-    #: This process's hold on --state-dir (None without it).
-    state_dir_lock: StateDirLock | None = None
-    #: Which new links the state takes (--max-links, --new-links-per-minute).
-    admission: LinkAdmission | None = None
-    #: The /admin bearer token, read at start and on SIGHUP (None: admin endpoints disabled).
-    admin_token: str | None = None
-    started_at: float = field(default_factory=time.time)
-    #: The SSE streams, broker telemetry and per-snapshot views (set by `build_runtime`).
-    publishers: Publishers = field(init=False)
-    #: The HTTP front door's limits and counts (set by `build_runtime`).
-    http_guard: HttpGuard = field(init=False)
-    #: /metrics: one collector per part (set by `build_runtime`).
-    registry: CollectorRegistry = field(init=False)
-    #: What runs, in start order (set by `build_runtime`; see `running_parts`).
-    parts: list[Component] = field(init=False)
     _warm_thread: threading.Thread | None = field(default=None, init=False)
     _warm_cancel: threading.Event = field(default_factory=threading.Event, init=False)
     _start_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _stopping: bool = field(default=False, init=False)
+
+    @property
+    def bus(self) -> StompSource | None:
+        """The bus subscription (None with --brokers none: pScheduler runs over HTTP only)."""
+        return _source_of(self.sources, StompSource)
+
+    @property
+    def intake(self) -> PschedulerIntake | None:
+        """What /ingest/pscheduler takes runs in with."""
+        return _source_of(self.sources, PschedulerIntake)
+
+    @property
+    def backfill(self) -> ArchiveBackfill | None:
+        """The archive backfill of --backfill-from (None without it)."""
+        return _source_of(self.sources, ArchiveBackfill)
 
     def start(self) -> None:
         """Start `parts` in order; when one fails, stop those started (in reverse) and raise.
@@ -267,7 +285,7 @@ class Runtime:
             problems.append(
                 f"warm start in progress ({waited:.0f} s, at most --warm-deadline {deadline:g} s)"
             )
-        if self.source is not None and not self.source.connected:
+        if self.bus is not None and not self.bus.connected:
             problems.append("not connected to a broker")
         latest = self.cycle.latest
         if latest is None:
@@ -283,13 +301,81 @@ class Runtime:
 WARM_START_PART = "warm start"
 
 
+_S = TypeVar("_S")
+
+
+def _source_of(sources: Sequence[Source], kind: type[_S]) -> _S | None:
+    return next((source for source in sources if isinstance(source, kind)), None)
+
+
+@dataclass(frozen=True)
+class SourceNeeds:
+    """What every source factory may build its source with."""
+
+    entry: IngestEntry
+    #: The subscribed topics and what each carries.
+    topics: dict[str, MeasurementKind]
+    #: Parses bodies in the parser processes (None: in the caller's thread).
+    parser: Parser | None
+    #: Frames are acknowledged once journaled (--state-dir), not on delivery.
+    journaled: bool
+
+
+def bus_source(settings: Settings, needs: SourceNeeds) -> StompSource | None:
+    """The subscription to the bus's topics (None with --brokers none); with --state-dir frames
+    are acknowledged once journaled, else on delivery."""
+    if not settings.brokers:
+        return None
+    return StompSource(
+        broker_access(settings),
+        list(needs.topics),
+        needs.entry,
+        subscription=SubscriptionSpec(
+            mode=settings.subscription,
+            client_id=settings.client_id,
+            ack="client" if needs.journaled else "auto",
+            prefetch=settings.prefetch,
+            flavour=settings.broker_flavour,
+        ),
+    )
+
+
+def pscheduler_intake(settings: Settings, needs: SourceNeeds) -> PschedulerIntake:
+    """What /ingest/pscheduler takes runs in with (disabled while no ingest token is set)."""
+    rate = ClientRateLimiter(settings.ingest_client_rate, settings.ingest_client_burst)
+    limits = InputLimits()
+    return PschedulerIntake(
+        settings.ingest_bearer_token(),
+        needs.entry,
+        rate,
+        limits.max_body_bytes,
+        settings.ingest_queue_bytes,
+        limits.max_buckets,
+    )
+
+
+def archive_backfill(settings: Settings, needs: SourceNeeds) -> ArchiveBackfill | None:
+    """The backfill of --backfill-from at start (None without it)."""
+    archive = backfill_settings(settings)
+    return ArchiveBackfill(needs.entry, archive, parser=needs.parser) if archive else None
+
+
+#: Every kind of input `nettel serve` has, in start order: a new one is a module implementing
+#: `service.ingest.source.Source` and a factory here.
+SOURCE_FACTORIES: tuple[Callable[[Settings, SourceNeeds], Source | None], ...] = (
+    bus_source,
+    pscheduler_intake,
+    archive_backfill,
+)
+
+
 def build_runtime(settings: Settings) -> Runtime:
+    """Every part of `nettel serve`, each built with what it works with."""
     lock = StateDirLock(settings.state_dir) if settings.state_dir else None
     store = SnapshotStore(settings.state_dir) if settings.state_dir else None
     loaded = read_topology(settings)
-    state = restore_state(settings, store, loaded)
     admission = LinkAdmission(settings.max_links, settings.new_links_per_minute)
-    state.admission = admission
+    state = restore_state(settings, store, loaded, admission)
     topics = topic_kinds(settings)
     log = logging.getLogger("nettel.ingest")
     count = settings.parse_processes
@@ -297,98 +383,130 @@ def build_runtime(settings: Settings) -> Runtime:
     resolve = CachedResolver().resolve if settings.resolve_dns else None
     parser = parsers.parse if parsers else None
     pipeline = IngestPipeline(state, topics, log=log, parser=parser, resolve=resolve)
-    batcher = FrameBatcher(pipeline.parse_frames, pipeline.apply_parsed)
-    source = bus_source(settings, list(topics), batcher, acknowledged=store is not None)
-    model = load_model_slot(settings)
+    persistence = None
+    if store is not None:
+        persistence = Persistence(
+            pipeline, store, Journal(store.directory), settings.snapshot_interval
+        )
+        with admission.replaying():
+            persistence.replay_journal()
+    apply = persistence.apply_parsed if persistence else pipeline.apply_parsed
+    batcher = FrameBatcher(pipeline.parse_frames, apply)
+    entry = IngestEntry(pipeline, batcher)
+    needs = SourceNeeds(entry, topics, parser, journaled=store is not None)
+    sources = tuple(
+        source for factory in SOURCE_FACTORIES if (source := factory(settings, needs)) is not None
+    )
+    bus, backfill = _source_of(sources, StompSource), _source_of(sources, ArchiveBackfill)
     backlog = BacklogWatch(
         lambda: ingest_is_behind(
             batcher.queued(),
-            source.unread_bytes() if source else 0,
-            source.arrival_lag_seconds() if source else None,
+            bus.unread_bytes() if bus else 0,
+            bus.arrival_lag_seconds() if bus else None,
         )
     )
-    predictor = model.current if model else None
-    archive = backfill_settings(settings)
-    backfill = ArchiveBackfill(state, archive, parser=parser) if archive else None
+    model = load_model_slot(settings)
     behind = backlog if backfill is None else lambda: backlog() or backfill.running
+    observers: list[Callable[[float], None]] = []
+    if settings.retire_after:
+        observers.append(LinkRetirement(state, settings.retire_after).after_cycle)
     cycle = MatrixCycle(
         state,
         settings.interval,
-        predictor,
+        model.current if model else None,
         settings.freshness,
         behind=behind,
         empirical_filter=settings.empirical_filter,
+        cycle_observers=observers,
     )
-    if settings.retire_after:
-        cycle.cycle_observers.append(LinkRetirement(state, settings.retire_after).after_cycle)
-    persistence = None
-    if store is not None:
-        journal = Journal(store.directory)
-        acknowledge = source.acknowledge if source else acknowledge_nothing
-        persistence = Persistence(pipeline, store, journal, acknowledge, settings.snapshot_interval)
-        with admission.replaying():
-            persistence.replay_journal()
-        batcher.sink = persistence.apply_parsed
+    # `runtime` is bound below; these run only once it is (the election while running, the
+    # telemetry when a matrix is published).
+    election = build_election(settings, eligible=lambda: runtime.ready()[0])
+    guard = HttpGuard(http_limits(settings))
+    telemetry = telemetry_publisher(settings, lambda: runtime.publishes_telemetry())
+    publishers = build_publishers(settings, cycle, lambda: state.index.topology, telemetry, guard)
+    warm = warm_source(settings, store)
+    topology = topology_refresher(settings, state, loaded)
+    parts = running_parts(
+        publishers=publishers,
+        lock=lock,
+        topology=topology,
+        parsers=parsers,
+        bus=bus,
+        warm=warm,
+        persistence=persistence,
+        cycle=cycle,
+        batcher=batcher,
+        sources=sources,
+        election=election,
+    )
     runtime = Runtime(
         settings,
         state,
         pipeline,
         cycle,
-        source,
         batcher,
-        model,
-        persistence,
-        parsers,
-        backfill,
-        intake=build_intake(settings, batcher, pipeline),
-        topology=topology_refresher(settings, state, loaded),
-        warm=warm_source(settings, store),
+        entry,
+        sources,
+        publishers,
+        guard,
+        CollectorRegistry(),
+        parts,
+        model=model,
+        persistence=persistence,
+        parsers=parsers,
+        topology=topology,
+        election=election,
+        warm=warm,
         state_dir_lock=lock,
         admission=admission,
         admin_token=settings.admin_bearer_token(),
     )
-    runtime.election = build_election(settings, eligible=lambda: runtime.ready()[0])
-    runtime.http_guard = HttpGuard(http_limits(settings))
-    telemetry = telemetry_publisher(settings, runtime.publishes_telemetry)
-    runtime.publishers = build_publishers(
-        settings, cycle, lambda: state.index.topology, telemetry, runtime.http_guard
-    )
-    runtime.registry = metrics_registry(runtime)
-    runtime.parts = running_parts(runtime)
+    register_metrics(runtime.registry, runtime)
     return runtime
 
 
-def running_parts(runtime: Runtime) -> list[Component]:
+def running_parts(
+    *,
+    publishers: Publishers,
+    lock: StateDirLock | None,
+    topology: TopologyRefresher | None,
+    parsers: ParserProcesses | None,
+    bus: StompSource | None,
+    warm: WarmSource | None,
+    persistence: Persistence | None,
+    cycle: MatrixCycle,
+    batcher: FrameBatcher,
+    sources: Sequence[Source],
+    election: BrokerElection | None,
+) -> list[Component]:
     """What runs, in start order; stopped in reverse, which is the order that matters:
 
-    election first (another replica takes over publishing), backfill, ingest paused, the
-    batcher (applies what is queued), the cycle, persistence (its final snapshot acknowledges
-    what was applied, over the still open subscription), the subscription, parser processes,
-    topology refresh, the --state-dir lock, and last the publishers (SSE streams ended,
-    telemetry stopped). At start the subscription comes before --warm-from takes the peer's
-    state, and both before the batcher: frames published meanwhile wait, none is missed."""
-    source, warm = runtime.source, runtime.warm
-    lock, parsers = runtime.state_dir_lock, runtime.parsers
+    election first (another replica takes over publishing), the sources (the backfill stops
+    reading, the bus stops handing frames on, the intake takes no more runs), the batcher
+    (applies what is queued), the cycle, persistence (its final snapshot acknowledges what was
+    applied, over the still open subscription), the subscription, parser processes, topology
+    refresh, the --state-dir lock, and last the publishers (SSE streams ended, telemetry
+    stopped). At start the bus subscribes before --warm-from takes the peer's state, and both
+    before the batcher: frames published meanwhile wait, none is missed."""
     candidates: list[Component | None] = [
-        runtime.publishers,
+        publishers,
         None if lock is None else Hooks("state-dir lock", on_stop=lock.release),
-        runtime.topology,
+        topology,
         None if parsers is None else Hooks("parser processes", on_stop=parsers.stop),
-        None if source is None else Hooks("subscription", source.start, source.stop),
+        None if bus is None else Hooks("subscription", bus.connect, bus.disconnect),
         None if warm is None else Hooks(WARM_START_PART),  # `Runtime.start` runs it on a thread
-        runtime.persistence,
-        runtime.cycle,
-        runtime.batcher,
-        None if source is None else Hooks("ingest pause", on_stop=source.pause),
-        runtime.backfill,
-        runtime.election,
+        persistence,
+        cycle,
+        batcher,
+        *sources,
+        election,
     ]
     return [part for part in candidates if part is not None]
 
 
-def metrics_registry(runtime: Runtime) -> CollectorRegistry:
+def register_metrics(registry: CollectorRegistry, runtime: Runtime) -> None:
     """/metrics: each part's collector, registered beside the part (those it lacks are not)."""
-    registry = CollectorRegistry()
 
     def started_at() -> float:
         return runtime.started_at
@@ -401,8 +519,8 @@ def metrics_registry(runtime: Runtime) -> CollectorRegistry:
     registry.register(
         WarmStartCollector(lambda: runtime.warm_outcome, lambda: runtime.warm_rejected_check)
     )
-    if runtime.source is not None:
-        registry.register(BrokerCollector(runtime.source))
+    if runtime.bus is not None:
+        registry.register(BrokerCollector(runtime.bus))
     registry.register(ElectionCollector(runtime.election, runtime.publishes_telemetry))
     publishers = runtime.publishers
     top = runtime.settings.metrics_top_site_pairs
@@ -418,7 +536,6 @@ def metrics_registry(runtime: Runtime) -> CollectorRegistry:
     register_stream_gauge(registry, publishers.stream_counts())
     if (alarms := publishers.alarms) is not None:
         registry.register(AlarmCollector(alarms.book, lambda: runtime.state.index.topology.sites))
-    return registry
 
 
 def telemetry_publisher(
@@ -436,27 +553,6 @@ def telemetry_publisher(
     )
 
 
-def bus_source(
-    settings: Settings, topics: list[str], batcher: FrameBatcher, acknowledged: bool
-) -> StompSource | None:
-    """The subscription to the bus's topics (None with --brokers none); `acknowledged`: frames
-    are acknowledged once journaled (with --state-dir), else on delivery."""
-    if not settings.brokers:
-        return None
-    return StompSource(
-        broker_access(settings),
-        topics,
-        batcher.put,
-        subscription=SubscriptionSpec(
-            mode=settings.subscription,
-            client_id=settings.client_id,
-            ack="client" if acknowledged else "auto",
-            prefetch=settings.prefetch,
-            flavour=settings.broker_flavour,
-        ),
-    )
-
-
 def build_election(settings: Settings, eligible: Callable[[], bool]) -> BrokerElection | None:
     """This replica's part in its --ha-group's election of the telemetry publisher, if any;
     it takes part while `eligible` (ready)."""
@@ -469,23 +565,6 @@ def build_election(settings: Settings, eligible: Callable[[], bool]) -> BrokerEl
         timing=LeaseTiming(settings.ha_lease_interval, settings.ha_lease_timeout),
         flavour=settings.broker_flavour,
         eligible=eligible,
-    )
-
-
-def build_intake(
-    settings: Settings, batcher: FrameBatcher, pipeline: IngestPipeline
-) -> PschedulerIntake:
-    """What /ingest/pscheduler takes runs in with (disabled while no ingest token is set)."""
-    rate = ClientRateLimiter(settings.ingest_client_rate, settings.ingest_client_burst)
-    limits = InputLimits()
-    return PschedulerIntake(
-        settings.ingest_bearer_token(),
-        batcher,
-        pipeline,
-        rate,
-        limits.max_body_bytes,
-        settings.ingest_queue_bytes,
-        limits.max_buckets,
     )
 
 
@@ -512,13 +591,20 @@ def warm_source(settings: Settings, store: SnapshotStore | None) -> WarmSource |
 
 
 def restore_state(
-    settings: Settings, store: SnapshotStore | None, loaded: LoadedTopology | None = None
+    settings: Settings,
+    store: SnapshotStore | None,
+    loaded: LoadedTopology | None = None,
+    admission: Admission | None = None,
 ) -> LinkState:
-    """The state of `store`'s snapshot (empty without one), with sites from --topology
-    (read here unless `loaded` is given)."""
+    """The state of `store`'s snapshot (empty without one), with sites from --topology (read
+    here unless `loaded` is given), taking new links as `admission` decides."""
     loaded = loaded or read_topology(settings)
     topology = loaded.topology if loaded else Topology()
-    return (store.read(topology) if store else None) or LinkState(topology)
+    state = LinkState(topology, admission=admission)
+    restored = store.read(topology) if store else None
+    if restored is not None:
+        state.adopt(restored)
+    return state
 
 
 def read_topology(settings: Settings) -> LoadedTopology | None:

@@ -106,7 +106,8 @@ def test_the_runtime_holds_every_part_in_start_order(tmp_path: Path) -> None:
             "persistence",
             "matrix-cycle",
             "frame-batcher",
-            "ingest pause",
+            "bus",
+            "pscheduler-http",
             "archive-backfill",
             "ha-election",
         ]

@@ -2,11 +2,12 @@
 esmond-compatible archive, so a new deployment need not wait 32 minutes for a full matrix.
 
 The archive's metadata lists the links (delay and loss series); each link's records of the last
-`history` seconds are read (`concurrency` requests in flight, each within `timeout`), turned into
-bus bodies and parsed as the bus's are (`service.parse.archive`), and applied in batches of whole
-links with `LinkState.apply_history`: minutes in the window are stored as live ones (later live
-data of the same minute replaces them, counted once), older ones are folded into the all-time
-moments. It all ends within `bound` seconds of the start; links not read by then are counted as
+`history` seconds are read (`concurrency` requests in flight, each within `timeout`), turned
+into bus bodies and parsed as the bus's are (`service.parse.archive`), and delivered in batches
+of whole links as history (`service.ingest.entry.HistoryBatch`, applied with
+`LinkState.apply_history`): minutes in the window are stored as live ones (later live data of
+the same minute replaces them, counted once), older ones are folded into the all-time moments.
+It all ends within `bound` seconds of the start; links not read by then are counted as
 `unfinished` and left to live data, and the reads still in flight are cut then (their sockets
 shut down: no thread goes on reading an archive that never ends its answer). Bytes are bounded
 too (per response, per backfill) and so are pages (`service.ingest.archive_client`); every cut
@@ -37,14 +38,17 @@ from service.ingest.archive_client import (
     ArchiveUnavailable,
     CutReason,
 )
+from service.ingest.entry import HistoryBatch, IngestEntry
 from service.ingest.parser_processes import ParserProcesses
+from service.ingest.pipeline import Parser
 from service.ingest.reject_log import RateLimitedRejectLog
+from service.ingest.source import SourceDescription
 from service.lifecycle import BackgroundLoop
 from service.parse.archive import ArchiveBody, ArchiveSeries, build_bodies, parse_metadata
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import ParseInput, ParseResult, parse_messages
+from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind, ParsedMessage
-from service.state.link_state import ApplyOutcome, LinkState
+from service.state.link_state import ApplyOutcome
 
 #: Links parsed and applied together (their statistics in one batch, one state call).
 APPLY_LINKS = 256
@@ -52,7 +56,6 @@ TICK_SECONDS = 0.1
 #: Failed links logged one by one; the rest only counted (and summed up at the end).
 LOGGED_FAILURES = 10
 _T = TypeVar("_T")
-Parser = Callable[[ParseInput], list[ParseResult]]
 
 
 class LinkOutcome(StrEnum):
@@ -159,7 +162,7 @@ class ArchiveBackfill:
 
     def __init__(
         self,
-        state: LinkState,
+        entry: IngestEntry,
         settings: BackfillSettings,
         limits: InputLimits = InputLimits(),
         clock: Callable[[], float] = time.time,
@@ -169,7 +172,7 @@ class ArchiveBackfill:
         """`parser` replaces `parse_messages` (e.g. by ParserProcesses.parse, as for the bus);
         without one, `settings.parse_processes` children parse while the backfill runs."""
         self.settings = settings
-        self._state = state
+        self._entry = entry
         self._limits = limits
         self._parser = parser
         self._parse: Parser = parser or partial(parse_messages, limits=limits)
@@ -188,6 +191,15 @@ class ArchiveBackfill:
         """Stop reading (what was read is applied) and wait for the backfill thread."""
         self._stop.set()
         self._loop.join(timeout)
+
+    def describe(self) -> SourceDescription:
+        report = self.report()
+        return SourceDescription(
+            kind="archive-backfill",
+            reads=(self.settings.url,),
+            running=report.started_at is not None and report.finished_at is None,
+            detail={"bound_seconds": self.settings.bound} | report.summary(),
+        )
 
     def report(self) -> BackfillReport:
         with self._lock:
@@ -353,10 +365,10 @@ class ArchiveBackfill:
         if not batch:
             return
         bodies = [body for link in batch for body in link.bodies]
-        results = self._parse([(body.kind, body.body) for body in bodies])
-        messages = [result for result in results if isinstance(result, ParsedMessage)]
-        outcomes = iter(self._state.apply_history(messages, self._clock()))
-        parsed = iter(results)
+        inputs = [(body.kind, body.body) for body in bodies]
+        applied_history = self._entry.deliver(HistoryBatch(inputs, self._clock(), self._parse))
+        outcomes = iter(applied_history.outcomes)
+        parsed = iter(applied_history.results)
         for link in batch:
             self._count_refused(link.refused)
             applied = 0

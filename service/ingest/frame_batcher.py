@@ -6,7 +6,8 @@ parser processes); the apply stage stores each prepared batch. The stages overla
 batch is applied, the next is being parsed, and a small hand-off queue keeps their order. A full
 queue blocks the stage before it, and in the end the receiver, which pushes back on the broker
 over TCP instead of dropping anything. HTTP ingest cannot block its event loop: it `offer`s
-frames, which a full queue refuses (the client is told to retry later).
+frames, which a full queue refuses (the client is told to retry later). Sources reach it through
+`service.ingest.entry.IngestEntry`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from service.broker.ack_token import AckToken
-from service.ingest.pipeline import Frame, PostedBy
+from service.ingest.pipeline import Frame
 from service.lifecycle import BackgroundLoop
 
 _STOP = object()
@@ -82,25 +82,28 @@ class FrameBatcher:
         """Bytes of the bodies of those frames."""
         return self._bytes_put + self._bytes_offered - self._bytes_taken
 
-    def put(self, destination: str, body: bytes, ack: AckToken | None) -> None:
+    def put(self, frame: Frame) -> None:
         """Queue a frame; blocks while `max_queued` frames wait."""
         if len(self._frames) >= self._max_queued:
             with self._room:
                 self._receiver_waits = True
                 while len(self._frames) >= self._max_queued:
                     self._room.wait()
-        self._bytes_put += len(body)
-        self._frames.append((destination, body, ack))
+        self._bytes_put += len(frame[1])
+        self._frames.append(frame)
         if not self._arrived.is_set():
             self._arrived.set()
 
-    def offer(self, destination: str, body: bytes, max_bytes: int, client: str) -> bool:
-        """Queue a frame `client` posted unless `max_queued` frames wait or the bodies would pass
-        `max_bytes`; never blocks (for an HTTP event loop). The frame has nothing to acknowledge."""
-        if len(self._frames) >= self._max_queued or self.queued_bytes() + len(body) > max_bytes:
+    def offer(self, frames: Sequence[Frame], max_bytes: int | None = None) -> bool:
+        """Queue `frames` (all or none) unless `max_queued` frames would wait or the bodies would
+        pass `max_bytes`; never blocks (for an HTTP event loop)."""
+        size = sum(len(body) for _, body, _ in frames)
+        if len(self._frames) + len(frames) > self._max_queued:
             return False
-        self._bytes_offered += len(body)
-        self._frames.append((destination, body, PostedBy(client)))
+        if max_bytes is not None and self.queued_bytes() + size > max_bytes:
+            return False
+        self._bytes_offered += size
+        self._frames.extend(frames)
         if not self._arrived.is_set():
             self._arrived.set()
         return True

@@ -58,6 +58,15 @@ class ParsedFrames:
     runs: list[RunResult] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class HistoryApplied:
+    """What became of a batch of archived messages: each one's parse result, and what applying
+    them did (one outcome per `ParsedMessage` among the results, in order)."""
+
+    results: list[ParseResult]
+    outcomes: list[ApplyOutcome]
+
+
 @dataclass
 class IngestCounters:
     """Plain totals since start; the metrics collector reads them at scrape time."""
@@ -126,6 +135,15 @@ class IngestPipeline:
         with self._counters_lock:
             self._count_messages(parsed, now)
             return sum(self._account_frame(item, outcomes, dest) for dest, item in screened)
+
+    def apply_history(
+        self, inputs: ParseInput, now: float, parse: Parser | None = None
+    ) -> HistoryApplied:
+        """Parse archived messages (with `parse`, else this pipeline's parser) and apply them as
+        history at `now`; the caller counts what became of them."""
+        results = (parse or self._parse)(inputs)
+        messages = [result for result in results if isinstance(result, ParsedMessage)]
+        return HistoryApplied(results, self.state.apply_history(messages, now))
 
     def refuse(
         self, reason: RejectReason, detail: str, destination: str, client: str | None = None

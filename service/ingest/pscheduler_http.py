@@ -2,18 +2,20 @@
 
 The endpoint only decides whether to take a run in: the token (bearer, or HTTP Basic with the
 token as password), the client's rate, the body's size, room in the ingest queue, then whether
-the body is a run record at all (400: not JSON, not an object, no `test`, `run` or `result`)
-and the delay histogram's buckets (413), in that order. A run taken in is queued as a frame of
+the body is a run record at all (400: not JSON, not an object, no `test`, `run` or `result`) and
+the delay histogram's buckets (413), in that order. A run taken in is queued as a frame of
 PSCHEDULER_DESTINATION with the client's address (the new links it brings are charged to that
-client) and answered 202 at once; the frame batcher parses and applies it with the bus messages,
-so what becomes of a run record (applied, duplicate, failed, ignored, refused) shows in the
-metrics, not in the response. Refusals are counted in `nettel_rejected_total` like refused
-messages; 429 and 503 carry `Retry-After`, 400 and 413 do not (the same run would be refused
-again).
+client), delivered to the ingest entry without waiting (`service.ingest.entry.LiveBatch`,
+`wait=False`) and answered 202 at once; the frame batcher parses and applies it with the bus
+messages, so what becomes of a run record (applied, duplicate, failed, ignored, refused) shows
+in the metrics, not in the response. Refusals are counted in `nettel_rejected_total` like
+refused messages; 429 and 503 carry `Retry-After`, 400 and 413 do not (the same run would be
+refused again). The intake is a source (`service.ingest.source`): it takes runs between `start`
+and `stop` only (503 otherwise, uncounted).
 
 It is an ASGI middleware in front of the FastAPI app rather than a route of it: a toolkit mesh
-posts thousands of runs a second, and FastAPI's routing, dependencies and response handling
-cost several times what taking a run in does. Without an ingest token it is not there (404).
+posts thousands of runs a second, and FastAPI's routing, dependencies and response handling cost
+several times what taking a run in does. Without an ingest token it is not there (404).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import RejectReason
-from service.ingest.frame_batcher import FrameBatcher
+from service.ingest.entry import IngestEntry, LiveBatch
 from service.ingest.http_auth import carries_token
-from service.ingest.pipeline import PSCHEDULER_DESTINATION, IngestPipeline
+from service.ingest.pipeline import PSCHEDULER_DESTINATION, PostedBy
 from service.ingest.rate_limit import ClientRateLimiter
+from service.ingest.source import SourceDescription
 from service.parse.pscheduler import screen_run_record
 
 #: Seconds a client is asked to wait when ingest is behind (its queue full).
@@ -53,22 +56,46 @@ UNAUTHORIZED = Answer(
 )
 NOT_ALLOWED = Answer(405, b'{"detail":"Method Not Allowed"}', ((b"allow", b"PUT, POST"),))
 INCOMPLETE = Answer(400, b'{"detail":"the body ended early"}')
+#: Before the service takes input, and while it stops (not a refusal of the run: not counted).
+NOT_ACCEPTING = Answer(
+    503,
+    b'{"detail":"not taking runs now: the service is starting or stopping"}',
+    ((b"retry-after", str(QUEUE_FULL_RETRY_SECONDS).encode()),),
+)
 
 
 @dataclass
 class PschedulerIntake:
-    """What the endpoint takes runs in with; `token` None disables it."""
+    """The source behind the endpoint: what it takes runs in with; `token` None disables it.
+    Runs are taken between `start` and `stop` (503 with Retry-After otherwise)."""
 
     token: str | None
-    batcher: FrameBatcher
-    pipeline: IngestPipeline
+    entry: IngestEntry
     rate: ClientRateLimiter
     max_body_bytes: int
     max_queued_bytes: int
     max_buckets: int
+    name: str = "pscheduler-http"
+    accepting: bool = False
+
+    def start(self) -> None:
+        self.accepting = True
+
+    def stop(self) -> None:
+        self.accepting = False
+
+    def describe(self) -> SourceDescription:
+        return SourceDescription(
+            kind="pscheduler-http",
+            reads=(PSCHEDULER_DESTINATION,),
+            running=self.accepting and self.token is not None,
+            detail={"enabled": self.token is not None, "queued_bytes": self.entry.queued_bytes()},
+        )
 
     def admit(self, client: str, authorization: str | None, length: int | None) -> Answer | None:
         """Why a request is refused before its body is read; None: read it."""
+        if not self.accepting:
+            return NOT_ACCEPTING
         if self.token is None or not carries_token(self.token, authorization, basic=True):
             return self._refuse(UNAUTHORIZED, RejectReason.UNAUTHORIZED, "no valid token", client)
         wait = self.rate.admit(client)
@@ -76,7 +103,7 @@ class PschedulerIntake:
             return self._refusal(429, RejectReason.RATE_LIMITED, f"client {client}", client, wait)
         if length is not None and length > self.max_body_bytes:
             return self._too_large(client)
-        if self.batcher.queued_bytes() >= self.max_queued_bytes:
+        if self.entry.queued_bytes() >= self.max_queued_bytes:
             return self._queue_full(client)
         return None
 
@@ -88,7 +115,8 @@ class PschedulerIntake:
         if refusal is not None:
             status = 413 if refusal.reason is RejectReason.TOO_LARGE else 400
             return self._refusal(status, refusal.reason, refusal.detail, client)
-        if not self.batcher.offer(PSCHEDULER_DESTINATION, body, self.max_queued_bytes, client):
+        frame = (PSCHEDULER_DESTINATION, body, PostedBy(client))
+        if not self.entry.deliver(LiveBatch([frame], False, self.max_queued_bytes)):
             return self._queue_full(client)
         return QUEUED
 
@@ -110,7 +138,7 @@ class PschedulerIntake:
     def _refuse(self, answer: Answer, reason: RejectReason, detail: str, client: str) -> Answer:
         """Count the refusal in `nettel_rejected_total` (and the rate-limited log, which names
         the client: the connection's peer, or a trusted proxy's X-Forwarded-For)."""
-        self.pipeline.refuse(reason, detail, PSCHEDULER_DESTINATION, client)
+        self.entry.pipeline.refuse(reason, detail, PSCHEDULER_DESTINATION, client)
         return answer
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import UtilisationPredictor
@@ -52,12 +52,14 @@ class MatrixCycle:
         behind: Callable[[], bool] = lambda: False,
         empirical_filter: EmpiricalFilterInput = "newest-minute",
         monotonic: Callable[[], float] = time.monotonic,
+        cycle_observers: Sequence[Callable[[float], None]] = (),
     ) -> None:
         """`behind` tells whether ingest is behind now (polled every tick); `clock` dates the
-        snapshots, `monotonic` schedules the recomputes."""
+        snapshots, `monotonic` schedules the recomputes; `cycle_observers` are called with each
+        recompute's duration."""
         self.latest: CostMatrix | None = None
         self.predictor = predictor
-        self.cycle_observers: list[Callable[[float], None]] = []
+        self.cycle_observers: list[Callable[[float], None]] = list(cycle_observers)
         self.matrix_observers: list[Callable[[CostMatrix | None, CostMatrix], None]] = []
         #: Called with each new snapshot before it is served (views built once per cycle).
         self.snapshot_preparers: list[Callable[[CostMatrix], None]] = []

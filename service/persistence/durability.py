@@ -6,13 +6,13 @@ redelivered, journaled ones replayed at start, and both are applied idempotently
 `interval` seconds (and at shutdown) the state is snapshotted and the journal segments it covers
 are deleted, so a restart replays at most one interval of frames.
 
-Every frame's ack token goes to `acknowledge`, which sends what its broker needs (ActiveMQ's
-cumulative acks: the last frame of each subscription; RabbitMQ's individual ones: every frame).
-If the journal cannot be written (a full or failing disk), the batch stays applied but is not
-acknowledged, and neither is anything after it (a later cumulative ack would cover the
-unjournaled batch). Held tokens wait for a snapshot that covers what they carried; the broker
-stops delivering once `prefetch` frames per subscription are unacknowledged, which bounds both
-the wait and the tokens held.
+Every frame's ack token goes back through its own channel (`AckToken.channel`, the source that
+received it), which sends what its broker needs (ActiveMQ's cumulative acks: the last frame of
+each subscription; RabbitMQ's individual ones: every frame). If the journal cannot be written (a
+full or failing disk), the batch stays applied but is not acknowledged, and neither is anything
+after it (a later cumulative ack would cover the unjournaled batch). Held tokens wait for a
+snapshot that covers what they carried; the broker stops delivering once `prefetch` frames per
+subscription are unacknowledged, which bounds both the wait and the tokens held.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
-from service.broker.ack_token import AckToken
+from service.broker.ack_token import AckToken, acknowledge_all
 from service.ingest.pipeline import Frame, IngestPipeline, ParsedFrames
 from service.lifecycle import BackgroundLoop
 from service.persistence.journal import Damage, DamageKind, Journal
@@ -31,12 +31,6 @@ from service.persistence.snapshot_store import SnapshotStore
 
 TICK_SECONDS = 0.5
 REPLAY_BATCH = 1024
-
-
-def acknowledge_nothing(tokens: Iterable[AckToken]) -> int:
-    """The acknowledger without a broker (`nettel backfill`, --brokers none): frames from the
-    journal or over HTTP carry no token a broker waits for."""
-    return 0
 
 
 class Persistence:
@@ -50,7 +44,6 @@ class Persistence:
         pipeline: IngestPipeline,
         store: SnapshotStore,
         journal: Journal,
-        acknowledge: Callable[[Iterable[AckToken]], int],
         interval: float = 60.0,
         log: logging.Logger | None = None,
     ) -> None:
@@ -59,7 +52,6 @@ class Persistence:
         self.last_duration: float | None = None
         self._pipeline = pipeline
         self._journal = journal
-        self._acknowledge = acknowledge
         self._log = log or logging.getLogger("nettel.snapshot")
         self._write_lock = threading.Lock()
         self._ack_lock = threading.Lock()
@@ -120,7 +112,7 @@ class Persistence:
             if self._holding_acks:
                 self._held_acks.extend(tokens)
                 return
-        self._acknowledge(tokens)
+        acknowledge_all(tokens)
 
     def _journal_batch(self, frames: Sequence[Frame]) -> bool:
         try:
@@ -172,7 +164,7 @@ class Persistence:
                 released, self._held_acks = self._held_acks, []
                 self._holding_acks = False
         if released:
-            self._acknowledge(released)
+            acknowledge_all(released)
 
     def _replay(self, frames: list[Frame]) -> int:
         count = len(frames)

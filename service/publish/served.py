@@ -27,13 +27,16 @@ class ServedService(Protocol):
     cycle: MatrixCycle
     publishers: Publishers
     registry: CollectorRegistry
-    #: /ingest/pscheduler's intake (its token None: the endpoint is disabled).
-    intake: PschedulerIntake | None
     election: BrokerElection | None
     #: The /admin bearer token (None: admin endpoints disabled).
     admin_token: str | None
     #: Called when a part started after the warm start fails to start.
     on_start_failure: Callable[[BaseException], object] | None
+
+    @property
+    def intake(self) -> PschedulerIntake | None:
+        """/ingest/pscheduler's intake (its token None: the endpoint is disabled)."""
+        ...
 
     def start(self) -> None: ...
 

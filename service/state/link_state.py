@@ -100,7 +100,12 @@ class StateView:
 class LinkState:
     """All links' buffers; thread-safe: every method holds the state's own lock."""
 
-    def __init__(self, topology: Topology | None = None, capacity: int = 1024) -> None:
+    def __init__(
+        self,
+        topology: Topology | None = None,
+        capacity: int = 1024,
+        admission: Admission | None = None,
+    ) -> None:
         self.index = LinkIndex(topology or Topology())
         self.buffers = LinkBuffers(capacity)
         #: Datapoints stored since start; a reader compares it with a view's to see new data.
@@ -108,7 +113,7 @@ class LinkState:
         #: Links removed by `retire_idle` since start.
         self.retired_total = 0
         #: Decides on new links (`service.ingest.link_admission`); None takes every one.
-        self.admission: Admission | None = None
+        self.admission = admission
         self._lock = threading.RLock()
 
     def __len__(self) -> int:

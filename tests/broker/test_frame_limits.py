@@ -13,6 +13,7 @@ from service.broker.link import BrokerAccess
 from service.broker.stomp_transport import MAX_FRAME_BYTES
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from tests.broker.hostile_broker import HostileBroker, receipts
+from tests.frame_recorder import FrameRecorder
 
 TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 HEADERS = b"MESSAGE\ndestination:" + TOPIC.encode() + b"\nsubscription:0\nmessage-id:m"
@@ -23,7 +24,7 @@ def source_of(broker: HostileBroker, got: list) -> StompSource:
     # without heart-beats)
     access = BrokerAccess([("127.0.0.1", broker.port)], heartbeat_ms=2000, heartbeat_tolerance=2)
     spec = SubscriptionSpec(mode="plain", ack="client")
-    return StompSource(access, [TOPIC], lambda *frame: got.append(frame), subscription=spec)
+    return StompSource(access, [TOPIC], FrameRecorder(got.append), subscription=spec)
 
 
 def test_an_endless_frame_is_bounded_unready_then_dropped_counted_and_reconnected() -> None:
@@ -42,7 +43,7 @@ def test_an_endless_frame_is_bounded_unready_then_dropped_counted_and_reconnecte
     broker = HostileBroker(script)
     got: list = []
     source = source_of(broker, got)
-    source.start()
+    source.connect()
     try:
         wait_for(sent.is_set, timeout=10, what="the endless frame sent")
         link = source._link
@@ -56,7 +57,7 @@ def test_an_endless_frame_is_bounded_unready_then_dropped_counted_and_reconnecte
         assert source.connections == 2 and source.connected
         assert [(topic, body) for topic, body, _ in got] == [(TOPIC, b"{}")]
     finally:
-        source.stop()
+        source.disconnect()
         broker.close()
 
 
@@ -72,7 +73,7 @@ def test_a_frame_over_the_bound_is_delivered_cut_on_the_same_connection() -> Non
     broker = HostileBroker(script)
     got: list = []
     source = source_of(broker, got)
-    source.start()
+    source.connect()
     try:
         wait_for(lambda: len(got) == 2, timeout=10, what="both messages")
         cut, small = got
@@ -81,5 +82,5 @@ def test_a_frame_over_the_bound_is_delivered_cut_on_the_same_connection() -> Non
         assert small[1] == b"{}"
         assert source.frames_cut == 1 and source.dropped == {} and source.connections == 1
     finally:
-        source.stop()
+        source.disconnect()
         broker.close()

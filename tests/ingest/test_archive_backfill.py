@@ -13,6 +13,7 @@ import pytest
 from devtools.archive_server import ArchivedLink, ArchiveServer, Fault
 from service.analysis.link_analysis import analyse_links
 from service.ingest.archive_backfill import ArchiveBackfill, BackfillSettings
+from service.ingest.entry import IngestEntry
 from service.ingest.parser_processes import ParserProcesses
 from service.ingest.pipeline import IngestPipeline
 from service.parse.records import MeasurementKind
@@ -60,7 +61,14 @@ def archived(number: int, fault: Fault | None = None, minutes: int = 90) -> Arch
 
 def backfill(state: LinkState, archive: ArchiveServer, **settings: Any) -> ArchiveBackfill:
     options = {"timeout": 2.0, "bound": 20.0, "history": HISTORY_MINUTES * 60.0} | settings
-    return ArchiveBackfill(state, BackfillSettings(archive.url, **options), clock=lambda: NOW)
+    return ArchiveBackfill(
+        entry_of(state), BackfillSettings(archive.url, **options), clock=lambda: NOW
+    )
+
+
+def entry_of(state: LinkState) -> IngestEntry:
+    """The ingest entry of a pipeline over `state` (the backfill delivers history batches)."""
+    return IngestEntry(IngestPipeline(state, {}))
 
 
 def test_links_get_a_full_window_and_exact_all_time_statistics() -> None:
@@ -102,7 +110,9 @@ def test_parsing_in_parser_processes_fills_the_same_state() -> None:
         with ArchiveServer([archived(n) for n in (1, 2)]) as archive:
             backfill(states[0], archive).run()
             settings = BackfillSettings(archive.url, history=HISTORY_MINUTES * 60.0)
-            ArchiveBackfill(states[1], settings, clock=lambda: NOW, parser=parsers.parse).run()
+            ArchiveBackfill(
+                entry_of(states[1]), settings, clock=lambda: NOW, parser=parsers.parse
+            ).run()
     finally:
         parsers.stop()
     by_source = [dict(zip(s.view(NOW).sources, range(2), strict=True)) for s in states]
@@ -127,7 +137,7 @@ def test_a_backfill_parses_in_children_of_its_own_and_ends_them() -> None:
     with ArchiveServer([archived(n) for n in (1, 2)]) as archive:
         in_process = backfill(states[0], archive).run()
         settings = BackfillSettings(archive.url, history=HISTORY_MINUTES * 60.0, parse_processes=1)
-        in_child = ArchiveBackfill(states[1], settings, clock=clock).run()
+        in_child = ArchiveBackfill(entry_of(states[1]), settings, clock=clock).run()
     assert "nettel-parser" in alive_while_reading
     assert "nettel-parser" not in {child.name for child in multiprocessing.active_children()}
     assert in_child.summary() | {"seconds": 0} == in_process.summary() | {"seconds": 0}

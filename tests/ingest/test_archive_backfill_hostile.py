@@ -16,7 +16,7 @@ from service.ingest.archive_backfill import ArchiveBackfill, BackfillSettings
 from service.ingest.archive_client import ArchiveClient, ArchiveCut, CutReason
 from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
-from tests.ingest.test_archive_backfill import HISTORY_MINUTES, NOW, archived
+from tests.ingest.test_archive_backfill import HISTORY_MINUTES, NOW, archived, entry_of
 
 LOSS = MeasurementKind.LOSS.value
 T0 = 1_700_000_040
@@ -128,7 +128,7 @@ def test_cancel_ends_a_read_in_flight_at_once_and_every_later_one() -> None:
 def run_backfill(archive: ArchiveServer, **settings: object) -> ArchiveBackfill:
     options = {"timeout": 30.0, "bound": 20.0, "history": HISTORY_MINUTES * 60.0} | settings
     filling = ArchiveBackfill(
-        LinkState(),
+        entry_of(LinkState()),
         BackfillSettings(archive.url, **options),  # type: ignore[arg-type]
         clock=lambda: NOW,
     )

@@ -10,6 +10,7 @@ import pytest
 from service.broker.link import BrokerAccess
 from service.ingest.backlog import ArrivalLag, ingest_is_behind
 from service.ingest.stomp_source import StompSource
+from tests.frame_recorder import FrameRecorder
 
 NOW = 1_700_000_000.0
 
@@ -17,7 +18,7 @@ NOW = 1_700_000_000.0
 def idle_source(clock: Callable[[], float] = time.time) -> StompSource:
     """A source that is never started: frames are handed to `deliver` directly."""
     return StompSource(
-        BrokerAccess([("127.0.0.1", 61613)]), ["/topic/t"], lambda *frame: None, clock=clock
+        BrokerAccess([("127.0.0.1", 61613)]), ["/topic/t"], FrameRecorder(), clock=clock
     )
 
 

@@ -26,7 +26,7 @@ def test_every_frame_reaches_the_sink_once_in_order_and_in_batches() -> None:
     batcher = FrameBatcher(prepare, sink, max_batch=100)
     batcher.start()
     for number in range(1000):
-        batcher.put("/topic/t", str(number).encode(), None)
+        batcher.put(("/topic/t", str(number).encode(), None))
     gate.set()
     batcher.stop()
 
@@ -51,7 +51,7 @@ def test_a_failing_batch_is_logged_and_the_stages_go_on(caplog: pytest.LogCaptur
     batcher.start()
     with caplog.at_level(logging.ERROR, "nettel.ingest"):
         for body in (b"a", b"bad-parse", b"b", b"bad-apply", b"c"):
-            batcher.put("/topic/t", body, None)
+            batcher.put(("/topic/t", body, None))
         batcher.stop()
 
     assert applied == [b"a", b"b", b"c"]
@@ -74,7 +74,7 @@ def test_a_full_queue_blocks_the_receiver_until_the_parse_stage_takes_frames() -
 
     def receive() -> None:
         for number in range(10):
-            batcher.put("/topic/t", str(number).encode(), None)
+            batcher.put(("/topic/t", str(number).encode(), None))
 
     receiver = threading.Thread(target=receive)
     receiver.start()

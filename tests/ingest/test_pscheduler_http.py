@@ -41,6 +41,8 @@ def serve() -> Iterator[Callable[..., Served]]:
         def start(apply: bool = False, **settings: object) -> Served:
             base = {"model": "none", "publish_telemetry": False}
             runtime = build_runtime(Settings(**(base | settings)))  # type: ignore[arg-type]
+            assert runtime.intake is not None
+            runtime.intake.start()  # takes runs (the rest of the service is not started)
             if apply:
                 runtime.batcher.start()
                 running.callback(runtime.batcher.stop)  # after the server (last in, first out)
@@ -177,6 +179,21 @@ def test_runs_wait_in_the_queue_until_it_is_full_then_503_with_retry_after(serve
     assert refused.json()["detail"] == "queue_full: ingest is behind; its queue is full"
     assert runtime.batcher.queued() == 3
     assert rejected(url, "queue_full") == 2
+
+
+def test_runs_are_taken_only_between_the_intakes_start_and_stop(serve) -> None:
+    """The intake is a source: stopped (as before the service starts and while it stops), it
+    answers 503 with Retry-After and queues nothing, without counting a refusal."""
+    url, runtime = serve(ingest_token=TOKEN)
+    runtime.intake.stop()
+    stopped = httpx.put(url + PATH, content=run_body(), headers=BEARER)
+    assert stopped.status_code == 503 and stopped.headers["retry-after"] == "10"
+    assert "starting or stopping" in stopped.json()["detail"]
+    assert runtime.batcher.queued() == 0 and rejected(url, "queue_full") == 0
+    assert runtime.intake.describe().running is False
+    runtime.intake.start()
+    assert httpx.put(url + PATH, content=run_body(), headers=BEARER).status_code == 202
+    assert runtime.batcher.queued() == 1 and runtime.intake.describe().running is True
 
 
 def test_a_run_posted_twice_is_applied_once_and_counted(serve) -> None:

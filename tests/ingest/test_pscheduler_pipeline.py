@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from service.ingest.frame_batcher import FrameBatcher
-from service.ingest.pipeline import PSCHEDULER_DESTINATION, IngestPipeline
+from service.ingest.pipeline import PSCHEDULER_DESTINATION, IngestPipeline, PostedBy
 from service.parse.records import MeasurementKind, NamedEndpoints
 from service.persistence.durability import Persistence
 from service.persistence.journal import Journal
@@ -102,10 +102,10 @@ def test_resolve_gives_unrevealed_names_addresses() -> None:
 def test_run_frames_are_journaled_and_replayed(tmp_path) -> None:
     store = SnapshotStore(tmp_path)
     pipeline = make_pipeline()
-    persistence = Persistence(pipeline, store, Journal(tmp_path), lambda tokens: 0)
+    persistence = Persistence(pipeline, store, Journal(tmp_path))
     persistence.apply_batch([(RUN, run_body(RUN_END), None)])
     replayed = make_pipeline()
-    assert Persistence(replayed, store, Journal(tmp_path), lambda tokens: 0).replay_journal() == 1
+    assert Persistence(replayed, store, Journal(tmp_path)).replay_journal() == 1
     assert outcomes(replayed) == {"applied": 1}
     assert replayed.state.view(NOW).source_hosts == [SOURCE_HOST]
 
@@ -116,12 +116,13 @@ def test_offer_never_blocks_and_refuses_beyond_frames_or_bytes() -> None:
         lambda frames: gate.wait(5) and frames, lambda frames: None, max_queued=3
     )
     body = run_body(RUN_END)
-    assert batcher.offer(RUN, body, 2 * len(body), CLIENT)
-    assert batcher.offer(RUN, body, 2 * len(body), CLIENT)
-    assert not batcher.offer(RUN, body, 2 * len(body), CLIENT)  # bytes
+    run, empty = [(RUN, body, PostedBy(CLIENT))], [(RUN, b"{}", PostedBy(CLIENT))]
+    assert batcher.offer(run, 2 * len(body))
+    assert batcher.offer(run, 2 * len(body))
+    assert not batcher.offer(run, 2 * len(body))  # bytes
     assert batcher.queued_bytes() == 2 * len(body)
-    assert batcher.offer(RUN, b"{}", 10 * len(body), CLIENT)
-    assert not batcher.offer(RUN, b"{}", 10 * len(body), CLIENT)  # frames
+    assert batcher.offer(empty, 10 * len(body))
+    assert not batcher.offer(empty, 10 * len(body))  # frames
     batcher.start()
     gate.set()
     batcher.stop()

@@ -18,6 +18,7 @@ from devtools.waiting import wait_for
 from service.broker.link import BrokerAccess, BrokerLink
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.publish.telemetry import TelemetryPublisher
+from tests.frame_recorder import FrameRecorder
 from tests.publish.support import host_link, make_matrix
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -55,12 +56,12 @@ def test_consumer_and_publisher_reconnect_after_the_broker_restarts(broker_facto
     source = StompSource(
         access,
         [INGEST],
-        lambda topic, body, ack: received.append(body),
+        FrameRecorder(lambda frame: received.append(frame[1])),
         subscription=SubscriptionSpec(mode="plain"),
         max_backoff_seconds=2.0,
     )
     publisher = TelemetryPublisher(access, TELEMETRY, max_backoff_seconds=2.0)
-    source.start()
+    source.connect()
     publisher.start()
     collector = telemetry_collector(broker.brokers)
     try:
@@ -99,7 +100,7 @@ def test_consumer_and_publisher_reconnect_after_the_broker_restarts(broker_facto
     finally:
         collector.close()
         publisher.stop()
-        source.stop()
+        source.disconnect()
 
 
 def test_a_frozen_broker_is_noticed_by_missed_heartbeats_and_the_link_comes_back(
@@ -146,13 +147,13 @@ def test_stop_returns_promptly_while_the_broker_is_away(activemq_factory, caplog
     source = StompSource(
         BrokerAccess(address),
         [INGEST],
-        lambda *frame: None,
+        FrameRecorder(),
         subscription=SubscriptionSpec(mode="plain"),
         max_backoff_seconds=30.0,
     )
     publisher = TelemetryPublisher(BrokerAccess(address), TELEMETRY, max_backoff_seconds=30.0)
     threads_before = link_threads()
-    source.start()
+    source.connect()
     publisher.start()
     try:
         wait_for(lambda: source.connected, 20, what="connected")
@@ -169,5 +170,5 @@ def test_stop_returns_promptly_while_the_broker_is_away(activemq_factory, caplog
         assert not source.connected
         assert link_threads() == threads_before
     finally:
-        source.stop()
+        source.disconnect()
         publisher.stop()

@@ -15,6 +15,7 @@ from devtools.waiting import wait_for
 from service.broker.link import BrokerAccess
 from service.ingest.backlog import LAG_WINDOW_SECONDS
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
+from tests.frame_recorder import FrameRecorder
 
 pytestmark = pytest.mark.broker
 TOPIC = "/topic/nettel.test.unread"
@@ -26,20 +27,20 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
     release, received = threading.Event(), []
     waited = [0.0]  # seconds the test moves the source's clock on
 
-    def stall_on_first(topic: str, body: bytes, ack: object) -> None:
-        received.append(body)
+    def stall_on_first(frame: object) -> None:
+        received.append(frame)
         release.wait(30)  # holds stomp.py's receiver thread: the socket fills behind it
 
     source = StompSource(
         # a long heart-beat: the stall must not look like a dead connection (messages lost)
         BrokerAccess([("127.0.0.1", activemq.stomp_port)], heartbeat_ms=60_000),
         [TOPIC],
-        stall_on_first,
+        FrameRecorder(stall_on_first),
         subscription=SubscriptionSpec(mode="plain"),
         clock=lambda: time.time() + waited[0],
     )
     assert source.unread_bytes() == 0  # no connection yet
-    source.start()
+    source.connect()
     publisher = StompClient(f"127.0.0.1:{activemq.stomp_port}")
     try:
         wait_for(lambda: source.connected, 20, what="connection")
@@ -67,7 +68,7 @@ def test_unread_bytes_grow_while_the_receiver_stalls_and_drain_after(
     finally:
         release.set()
         publisher.close()
-        source.stop()
+        source.disconnect()
     assert source.unread_bytes() == 0  # disconnected
 
 
@@ -80,11 +81,11 @@ def test_a_subscription_the_broker_refuses_is_not_counted_as_connected(
     source = StompSource(
         BrokerAccess([("127.0.0.1", activemq.stomp_port)]),
         ["/queue/nettel.test.refused"],
-        lambda *frame: None,
+        FrameRecorder(),
         subscription=SubscriptionSpec(mode="durable", client_id="refused"),
         max_backoff_seconds=1.0,
     )
-    source.start()
+    source.connect()
     try:
 
         def refusal_logged() -> bool:
@@ -96,4 +97,4 @@ def test_a_subscription_the_broker_refuses_is_not_counted_as_connected(
         wait_for(refusal_logged, 30, what="the broker's refusal logged")
         assert not source.connected
     finally:
-        source.stop()
+        source.disconnect()

@@ -58,23 +58,22 @@ def test_drop_before_keeps_only_uncovered_segments(tmp_path: Path) -> None:
     assert list(journal.replay()) == [loss_frame("10.0.0.2")]
 
 
-def new_persistence(directory: Path, acked: list) -> tuple[IngestPipeline, Persistence]:
+def new_persistence(directory: Path) -> tuple[IngestPipeline, Persistence]:
     store = SnapshotStore(directory)
     state = store.read(Topology()) or LinkState()
     pipeline = IngestPipeline(state, {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
-    persistence = Persistence(pipeline, store, Journal(directory), acked.extend, interval=3600)
+    persistence = Persistence(pipeline, store, Journal(directory), interval=3600)
     persistence.replay_journal()
     return pipeline, persistence
 
 
 def test_restart_after_a_crash_has_every_acknowledged_frame(tmp_path: Path) -> None:
-    acked: list = []
-    pipeline, persistence = new_persistence(tmp_path, acked)
+    pipeline, persistence = new_persistence(tmp_path)
     persistence.apply_batch([(*loss_frame("10.0.0.1"), None)])
     persistence.snapshot()
     persistence.apply_batch([(*loss_frame("10.0.0.2"), None)])  # journaled, not in the snapshot
     # crash: no stop(), no final snapshot
-    restarted, _ = new_persistence(tmp_path, acked)
+    restarted, _ = new_persistence(tmp_path)
     assert sorted(restarted.state.index.sources) == ["10.0.0.1", "10.0.0.2"]
     assert restarted.counters.datapoints_applied == 1  # only the journaled frame was replayed
 
@@ -91,17 +90,30 @@ class FailingJournal(Journal):
         super().append(frames)
 
 
+class Acknowledged(list[AckToken]):
+    """The acknowledgements a source would send, in order (its tokens' channel)."""
+
+    def acknowledge(self, tokens) -> int:
+        tokens = list(tokens)
+        self.extend(tokens)
+        return len(tokens)
+
+
+ACKED = Acknowledged()
+
+
 def token(number: int) -> AckToken:
-    return AckToken(generation=1, subscription="0", ack_id=f"id-{number}")
+    return AckToken(generation=1, subscription="0", ack_id=f"id-{number}", channel=ACKED)
 
 
 def test_after_a_journal_failure_acks_wait_for_the_snapshot_that_covers_the_batch(
     tmp_path: Path, caplog
 ) -> None:
-    acked: list[AckToken] = []
+    acked = ACKED
+    acked.clear()
     pipeline = IngestPipeline(LinkState(), {LOSS_TOPIC: MeasurementKind.LOSS}, clock=lambda: NOW)
     journal = FailingJournal(tmp_path)
-    persistence = Persistence(pipeline, SnapshotStore(tmp_path), journal, acked.extend)
+    persistence = Persistence(pipeline, SnapshotStore(tmp_path), journal)
     persistence.apply_batch([(*loss_frame("10.0.0.1"), token(1))])
     assert acked == [token(1)]
 
@@ -264,13 +276,13 @@ def test_restart_replays_the_600_intact_frames_logs_and_counts_the_bad_one(
     tmp_path: Path, caplog
 ) -> None:
     frames = numbered_frames(601)
-    _, persistence = new_persistence(tmp_path, [])
+    _, persistence = new_persistence(tmp_path)
     persistence.apply_batch([(*frame, None) for frame in frames])  # journaled; then a crash
     (segment,) = [s for s in Journal(tmp_path).segments() if s.stat().st_size]
     data = segment.read_bytes()
     segment.write_bytes(flip(data, (record_offsets(data)[2] + 30) * 8))
     with caplog.at_level(logging.INFO, "nettel.snapshot"):
-        restarted, persistence = new_persistence(tmp_path, [])
+        restarted, persistence = new_persistence(tmp_path)
     assert len(restarted.state.index.sources) == 600
     assert "10.1.0.3" not in restarted.state.index.sources  # record 3's link
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]

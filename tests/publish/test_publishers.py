@@ -97,7 +97,7 @@ def test_the_app_alone_starts_nothing():
     with TestClient(create_app(runtime)) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         assert runtime.cycle.matrix_observers == []
-        assert not runtime.source.connected
+        assert runtime.bus is not None and not runtime.bus.connected
 
 
 def test_a_test_can_stand_in_for_the_latest_matrix():
