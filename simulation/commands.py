@@ -34,6 +34,16 @@ def add_demo_feed_options(simulate: argparse.ArgumentParser) -> None:
         help="stop after the back-fill instead of publishing every minute",
     )
     simulate.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND:TARGET:START_MINUTE[:VALUE][:DURATION]",
+        help="inject a fault (repeatable): KIND complete-loss, loss (VALUE %%, default 5), delay "
+        "(ms, 30), clock (ms ahead, 150), firewall or cut-off; TARGET a site, host, address or "
+        "SOURCE>DESTINATION; START_MINUTE counts from the first minute sent; DURATION minutes "
+        "(default: to the end). What each publishes: docs/alarms.md",
+    )
+    simulate.add_argument(
         "--user",
         default=os.environ.get("NETTEL_BROKER_USER"),
         help="STOMP login [env NETTEL_BROKER_USER]",
@@ -94,12 +104,18 @@ def run_demo_feed_command(args: argparse.Namespace) -> int:
         brokers = [parse_address(part) for part in comma_separated(args.brokers)]
     except ValueError as error:
         raise ConfigError(f"--brokers: {error}") from None
+    from simulation.faults import plan_fault_flags
+    from simulation.simulator import build_mesh
+
+    mesh = build_mesh(args.sites, args.seed)
+    try:
+        faults = plan_fault_flags(args.fault, mesh)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     configure_logging()
     if args.write_topology is not None or args.write_rse_map is not None:
         from simulation.mesh_inventory import write_cric_export, write_rse_map
-        from simulation.simulator import build_mesh
 
-        mesh = build_mesh(args.sites, args.seed)
         if args.write_topology is not None:
             write_cric_export(mesh, args.write_topology)
         if args.write_rse_map is not None:
@@ -115,6 +131,7 @@ def run_demo_feed_command(args: argparse.Namespace) -> int:
             sites=args.sites,
             backfill_minutes=args.backfill_minutes,
             realtime=args.realtime,
+            faults=faults,
             user=args.user,
             password=demo_feed_passcode(args.password_file),
             stop=stop,

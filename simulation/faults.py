@@ -213,6 +213,11 @@ def plan_faults(mesh: Mesh, faults: Sequence[Fault]) -> FaultPlan:
     return FaultPlan(tuple(planned))
 
 
+def plan_fault_flags(texts: Sequence[str], mesh: Mesh) -> FaultPlan:
+    """The `--fault` values given, parsed and bound to `mesh`; ValueError names what is wrong."""
+    return plan_faults(mesh, parse_faults(texts))
+
+
 def apply_faults(
     measured: MinuteMeasurements, plan: FaultPlan, elapsed_minutes: int
 ) -> FaultedMinute:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from service.cli import main
 from simulation.demo_feed import minute_messages
 from simulation.faults import (
     FaultKind,
@@ -204,3 +205,21 @@ def test_the_published_messages_carry_the_fault(mesh: Mesh) -> None:
         "histogram-owdelay": {"42.00": 1, "42.10": 1, "42.20": 1, "42.30": 1},
         "packet-loss-rate": 0.0,
     }
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("drop:SITE-01:1", "nettel: --fault 'drop:SITE-01:1': unknown KIND 'drop'"),
+        ("firewall:SITE-01>SITE-02:1", "nettel: --fault firewall on SITE-01>SITE-02 from minute 1: "
+                                       "firewall takes a host or site as TARGET, not a link"),
+        ("loss:SITE-21:1", "'SITE-21' is no site, host or address of the mesh "
+                           "(SITE-01 .. SITE-20)"),
+    ],
+)  # fmt: skip
+def test_nettel_simulate_refuses_a_wrong_fault_before_it_connects(
+    fault: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["simulate", "--brokers", "127.0.0.1:1", "--no-realtime", "--fault", fault]
+    assert main(argv) == 2  # no broker listens on port 1: refused before any connection
+    assert message in capsys.readouterr().err
