@@ -1,0 +1,315 @@
+"""The alarm engine: evaluates each minute once, on the view the matrix cycle analysed.
+
+A minute is evaluated once it has settled (`settle_seconds` after it ended, so that every
+link's datapoints of it are in), in order, each exactly once (after a pause or a restart, the
+minutes missed that the window still holds are caught up). Per minute, over all links at once:
+the rules (`conditions`) give each link and host a verdict, the latches count them with
+hysteresis, the minute's delay medians go into the baseline; then the latched links are grouped
+into alarms (`grouping`) and the book told what opened and closed.
+
+Its arrays have one row per link, the view's rows: rows appended to the state are appended
+here; when the state's rows moved (retirement, a warm start, a renamed link: a new
+`names_version`) they follow their links by (source, destination).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from service.alarms import conditions as rules
+from service.alarms.baseline import DelayBaseline
+from service.alarms.book import AlarmBook
+from service.alarms.grouping import (
+    AlarmSpec,
+    Grouping,
+    LatchedHosts,
+    LatchedLinks,
+    LinkCondition,
+)
+from service.alarms.identities import LinkEnds
+from service.alarms.latches import Latches
+from service.alarms.records import Alarm, AlarmEvent, AlarmKind, alarm_id
+from service.analysis.link_analysis import LinkAnalysis
+from service.state.link_buffers import WINDOW_MINUTES
+from service.state.link_state import StateView
+
+AlarmProfile = Literal["short", "aaas"]
+#: Minutes enter the delay baseline this long after they are evaluated, while the window still
+#: holds them: the baseline never holds the minutes being judged against it, so a step in the
+#: delay is judged against the delays before it (as AAAS's baseline ends where its window
+#: starts).
+BASELINE_LAG_MINUTES = WINDOW_MINUTES - 2
+#: Links whose delay thresholds are refreshed per evaluated minute, at least (all of them in
+#: meshes up to this size; in larger ones a tenth of the links, so each every ten minutes).
+REFRESH_ROWS = 16_384
+REFRESH_SHARE = 10
+
+
+@dataclass(frozen=True)
+class AlarmRules:
+    """The windows: open after a condition held this many measured minutes, close after this
+    many clean ones; how long after its end a minute is evaluated."""
+
+    open_minutes: int = 3
+    delay_open_minutes: int = 5
+    close_minutes: int = 5
+    congestion_probability: float = 0.9
+    congestion_minutes: int = 10
+    settle_seconds: float = 30.0
+
+    def open_after(self, condition: LinkCondition | None) -> int:
+        """Minutes a condition must hold (None: a host's clock)."""
+        if condition is LinkCondition.CONGESTION:
+            return self.congestion_minutes
+        if condition in (LinkCondition.HIGH_DELAY, None):
+            return self.delay_open_minutes
+        return self.open_minutes
+
+
+class AlarmEngine:
+    """Raises and ends the alarms of `book` from the cycle's views (the short profile)."""
+
+    def __init__(
+        self, book: AlarmBook, rules_: AlarmRules | None = None, log: logging.Logger | None = None
+    ) -> None:
+        self.book = book
+        self.rules = rules_ or AlarmRules()
+        self.baseline = DelayBaseline()
+        self.latches = {condition: Latches.empty(0) for condition in LinkCondition}
+        self.clock = Latches.empty(0)
+        #: Per link: the delay threshold, baseline mean and usual jitter (`rules.LinkNorms`).
+        self.threshold = np.zeros(0, np.float32)
+        self.mean = np.zeros(0, np.float32)
+        self.jitter = np.zeros(0, np.float32)
+        #: The last minute evaluated (None: none yet).
+        self.last_minute: int | None = None
+        self.ends = LinkEnds()
+        #: (source, destination) of each row, and the names version they are of.
+        self.keys: tuple[list[str], list[str]] = ([], [])
+        self.names_version = -1
+        self._clock_hosts: list[str] = []
+        self._refresh_from = 0
+        self._lock = threading.RLock()
+        self._log = log or logging.getLogger("nettel.alarms")
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while the engine evaluates; hold it to read its arrays consistently."""
+        return self._lock
+
+    def after_cycle(self, view: StateView, analysis: LinkAnalysis) -> None:
+        """A matrix cycle observer: evaluate the minutes settled since the last call."""
+        events = self.evaluate(view, analysis.congestion_probability)
+        self.book.record(events)
+
+    def evaluate(self, view: StateView, probability: np.ndarray) -> list[AlarmEvent]:
+        """Evaluate the settled minutes not evaluated yet; the events to record (the caller
+        records them, outside the engine's lock)."""
+        with self._lock:
+            now_minute = int(view.taken_at // 60)
+            due = int((view.taken_at - self.rules.settle_seconds) // 60) - 1
+            first = now_minute - (WINDOW_MINUTES - 1)  # the oldest minute the window still holds
+            start = first if self.last_minute is None else max(first, self.last_minute + 1)
+            if start > due:
+                return []
+            self._follow(view)
+            folded = (
+                first - 1 if self.last_minute is None else self.last_minute - BASELINE_LAG_MINUTES
+            )
+            for minute in range(start, due + 1):
+                newest = np.where(view.latest_minute == minute, probability, np.nan)
+                latched = self._step(view, minute, newest)
+                for old in range(max(folded + 1, first), minute - BASELINE_LAG_MINUTES + 1):
+                    self._fold(view, old)
+                folded = max(folded, minute - BASELINE_LAG_MINUTES)
+                self._refresh_limits(minute)
+            self.last_minute = due
+            grouping = Grouping(view, self.ends)
+            open_alarms = {(a.kind, a.subject): a for a in self.book.open_alarms()}
+            specs = grouping.specs(latched.links, latched.clocks, open_alarms)
+            return _reconcile(specs, open_alarms, view, view.taken_at)
+
+    # -- one minute ----------------------------------------------------------------------------
+
+    def _step(self, view: StateView, minute: int, probability: np.ndarray) -> _Latched:
+        values = rules.minute_values(view, minute)
+        norms = rules.LinkNorms(self.threshold, self.mean, self.jitter)
+        queue = rules.queue_signs(values, norms, view)
+        clock = rules.clock_corrections(values, self.ends)
+        high, complete = rules.loss_verdicts(values, queue)
+        explained = rules.clock_explained(self.ends, clock.verdict)
+        verdicts = {
+            LinkCondition.SILENT: rules.silent_verdict(values, self.ends),
+            LinkCondition.COMPLETE_LOSS: complete,
+            LinkCondition.HIGH_LOSS: high,
+            LinkCondition.HIGH_DELAY: rules.delay_verdict(values, norms, queue, explained),
+            LinkCondition.CONGESTION: rules.congestion_verdict(
+                probability, self.rules.congestion_probability, queue
+            ),
+        }
+        close = self.rules.close_minutes
+        for condition, verdict in verdicts.items():
+            self.latches[condition].step(
+                minute, verdict.condition, verdict.clean, self.rules.open_after(condition), close
+            )
+        self.clock.step(
+            minute, clock.verdict.condition, clock.verdict.clean, self.rules.open_after(None), close
+        )
+        return _Latched(
+            {c: self._latched_links(c, values, probability) for c in LinkCondition},
+            self._latched_clocks(clock),
+        )
+
+    def _fold(self, view: StateView, minute: int) -> None:
+        """Add `minute`'s delay medians and spreads to the baselines."""
+        values = rules.minute_values(view, minute)
+        self.baseline.add(np.arange(len(view)), values.delay_median, values.delay_std, minute)
+
+    def _refresh_limits(self, minute: int) -> None:
+        """Recompute the delay threshold of the next block of links from their baselines."""
+        n = len(self.threshold)
+        count = min(n, max(REFRESH_ROWS, -(-n // REFRESH_SHARE)))
+        if not count:
+            return
+        start = self._refresh_from % n
+        rows = (
+            (np.arange(start, start + count) % n)
+            if start + count > n
+            else slice(start, start + count)
+        )
+        stats = self.baseline.stats(minute, rows)
+        norms = rules.link_norms(
+            stats.p25, stats.p75, stats.p95, stats.mean, stats.jitter, stats.minutes
+        )
+        self.threshold[rows], self.mean[rows] = norms.threshold, norms.mean
+        self.jitter[rows] = norms.jitter
+        self._refresh_from = (start + count) % n
+
+    def _latched_links(
+        self, condition: LinkCondition, values: rules.MinuteValues, probability: np.ndarray
+    ) -> LatchedLinks:
+        latches = self.latches[condition]
+        rows = np.flatnonzero(latches.latched)
+        held = latches.held[rows].tolist()
+        evidence: list[dict[str, float | int | str]] = []
+        if condition is LinkCondition.HIGH_DELAY and len(rows):
+            stats = self.baseline.stats(values.minute, rows)
+        for at, row in enumerate(rows.tolist()):
+            item: dict[str, float | int | str] = {"minutes": held[at]}
+            if condition is LinkCondition.SILENT:
+                item = {"silent_minutes": held[at]}
+            elif condition in (LinkCondition.COMPLETE_LOSS, LinkCondition.HIGH_LOSS):
+                item |= _numbers(loss=values.loss[row])
+                item["threshold"] = (
+                    rules.COMPLETE_LOSS
+                    if condition is LinkCondition.COMPLETE_LOSS
+                    else rules.HIGH_LOSS
+                )
+            elif condition is LinkCondition.HIGH_DELAY:
+                item |= _numbers(
+                    delay_ms=values.delay_median[row],
+                    threshold_ms=self.threshold[row],
+                    baseline_p95_ms=stats.p95[at],
+                    baseline_mean_ms=stats.mean[at],
+                    baseline_iqr_ms=stats.iqr[at],
+                )
+            else:
+                item |= _numbers(congestion_probability=probability[row])
+                item["threshold"] = self.rules.congestion_probability
+            evidence.append(item)
+        return LatchedLinks(rows, self.latches[condition].onset[rows], evidence)
+
+    def _latched_clocks(self, clock: rules.ClockCorrections) -> LatchedHosts:
+        codes = np.flatnonzero(self.clock.latched)
+        evidence: list[dict[str, float | int | str]] = []
+        for code in codes.tolist():
+            item: dict[str, float | int | str] = _numbers(correction_ms=clock.correction[code])
+            item["threshold_ms"] = rules.CLOCK_CORRECTION_MS
+            item["negative_delay_links"] = int(clock.negative_links[code])
+            item["minutes"] = int(self.clock.held[code])
+            evidence.append(item)
+        return LatchedHosts(codes, self.clock.onset[codes], evidence)
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def _follow(self, view: StateView) -> None:
+        """Make the arrays' rows the view's: append new links, or follow moved ones by key."""
+        n, had = len(view), len(self.threshold)
+        if view.names_version == self.names_version and n >= had:
+            if n == had:
+                return
+            old = np.arange(had)
+        else:
+            position = {key: row for row, key in enumerate(zip(*self.keys, strict=True))}
+            keys = zip(view.sources, view.destinations, strict=True)
+            old = np.fromiter((position.get(key, -1) for key in keys), np.int64, n)
+        self.baseline.take(old, n)
+        for latches in self.latches.values():
+            latches.take(old, n)
+        self.threshold = _taken(self.threshold, old, n)
+        self.mean = _taken(self.mean, old, n)
+        self.jitter = _taken(self.jitter, old, n)
+        self.keys = (view.sources, view.destinations)
+        self.names_version = view.names_version
+        self.ends.follow(view)
+        if self.ends.hosts != self._clock_hosts:
+            code_of = {name: code for code, name in enumerate(self._clock_hosts)}
+            hosts = self.ends.hosts
+            old_hosts = np.fromiter((code_of.get(h, -1) for h in hosts), np.int64, len(hosts))
+            self.clock.take(old_hosts, len(hosts))
+            self._clock_hosts = list(hosts)
+
+
+@dataclass(frozen=True)
+class _Latched:
+    links: dict[LinkCondition, LatchedLinks]
+    clocks: LatchedHosts
+
+
+def _reconcile(
+    specs: dict[tuple[AlarmKind, str], AlarmSpec],
+    open_alarms: dict[tuple[AlarmKind, str], Alarm],
+    view: StateView,
+    now: float,
+) -> list[AlarmEvent]:
+    """Close the open alarms no spec asks for, then open those the specs ask for anew."""
+    events = [
+        AlarmEvent("close", alarm.closed(now), now)
+        for key, alarm in open_alarms.items()
+        if key not in specs
+    ]
+    for key, spec in specs.items():
+        if key in open_alarms:
+            continue
+        links = tuple((view.sources[row], view.destinations[row]) for row in spec.rows)
+        alarm = Alarm(
+            id=alarm_id(spec.kind, spec.subject, now),
+            kind=spec.kind,
+            subject=spec.subject,
+            sites=spec.sites,
+            hosts=spec.hosts,
+            links=links,
+            started_at=float(spec.onset_minute * 60),
+            opened_at=now,
+            ended_at=None,
+            evidence=spec.evidence,
+        )
+        events.append(AlarmEvent("open", alarm, now))
+    return events
+
+
+def _numbers(**values: float | np.floating) -> dict[str, float | int | str]:
+    """Evidence values rounded for reading (NaN left out)."""
+    return {key: round(float(v), 4) for key, v in values.items() if not np.isnan(v)}
+
+
+def _taken(array: np.ndarray, old: np.ndarray, n: int) -> np.ndarray:
+    result = np.full(n, np.nan, array.dtype)
+    kept = old >= 0
+    result[kept] = array[old[kept]]
+    return result
