@@ -152,9 +152,11 @@ def healthz() -> dict[str, str]:
 @router.get("/readyz", response_model=ReadinessOut, responses={503: {"model": ReadinessOut}})
 def readyz(runtime: RuntimeDep) -> Response:
     """Connected to a broker (unless --brokers none) and at least one matrix computed (503
-    otherwise); with --ha-group also this replica's role in the telemetry publisher's election."""
+    otherwise); what each source is doing; with --ha-group also this replica's role in the
+    telemetry publisher's election."""
     ready, problems = runtime.ready()
-    readiness: dict[str, object] = {"ready": ready, "problems": problems}
+    sources = [source.describe().to_json() for source in runtime.sources]
+    readiness: dict[str, object] = {"ready": ready, "problems": problems, "sources": sources}
     if (election := runtime.election) is not None:
         readiness["ha"] = {
             "group": election.group,

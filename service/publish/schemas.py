@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -60,7 +60,17 @@ class HighAvailabilityOut(BaseModel):
     )
 
 
+class SourceOut(BaseModel):
+    """One input of the service (`service.ingest.source.SourceDescription`)."""
+
+    kind: str = Field(description="bus, pscheduler-http or archive-backfill")
+    reads: list[str] = Field(description="topics, the endpoint path or the archive URL")
+    running: bool = Field(description="takes input now (a backfill: still reading)")
+    detail: dict[str, Any]
+
+
 class ReadinessOut(BaseModel):
     ready: bool
     problems: list[str]
+    sources: list[SourceOut] = Field(description="every input, as it is doing now")
     ha: HighAvailabilityOut | None = Field(None, description="absent without --ha-group")

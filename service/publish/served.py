@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from service.analysis.predictor import ModelInfo
 from service.broker.election import BrokerElection
 from service.ingest.pscheduler_http import PschedulerIntake
+from service.ingest.source import Source
 from service.matrix.cycle import MatrixCycle
 from service.publish.publishers import Publishers
 from service.state.link_state import LinkState
@@ -27,6 +28,8 @@ class ServedService(Protocol):
     cycle: MatrixCycle
     publishers: Publishers
     registry: CollectorRegistry
+    #: Every input of the service.
+    sources: tuple[Source, ...]
     election: BrokerElection | None
     #: The /admin bearer token (None: admin endpoints disabled).
     admin_token: str | None

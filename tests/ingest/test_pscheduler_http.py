@@ -279,3 +279,18 @@ def test_token_files_are_read_at_start_and_on_reload_not_per_request(serve, tmp_
     runtime.reload_tokens()
     assert admin_status("admin-two") == 409
     assert httpx.put(url + PATH, content=run_body(), headers=ingest).status_code == 202
+
+
+def test_readyz_lists_every_source_with_what_it_reads(serve) -> None:
+    url, _ = serve(ingest_token=TOKEN, brokers="127.0.0.1:1")
+    readiness = httpx.get(url + "/readyz").json()
+    by_kind = {source["kind"]: source for source in readiness["sources"]}
+    assert list(by_kind) == ["bus", "pscheduler-http"]  # in SOURCE_FACTORIES order
+    assert by_kind["bus"]["running"] is False and by_kind["bus"]["detail"]["connected"] is False
+    assert "/topic/perfsonar.raw.packet-loss-rate" in by_kind["bus"]["reads"]
+    assert by_kind["pscheduler-http"] == {
+        "kind": "pscheduler-http",
+        "reads": [PATH],
+        "running": True,
+        "detail": {"enabled": True, "queued_bytes": 0},
+    }

@@ -115,6 +115,9 @@ def test_a_replica_sharing_a_client_id_is_refused_and_not_ready(stomp_broker, ne
     assert readiness.status_code == 503
     # (under load it may also not have computed its first matrix yet)
     assert "not connected to a broker" in readiness.json()["problems"]
-    assert get_json(f"{first.url}/readyz") == {"ready": True, "problems": []}
+    first_readiness = get_json(f"{first.url}/readyz")
+    assert (first_readiness["ready"], first_readiness["problems"]) == (True, [])
+    bus = next(source for source in first_readiness["sources"] if source["kind"] == "bus")
+    assert bus["running"] and bus["detail"]["connected"]
     first.stop()  # the id is free again: the second replica takes it over
     wait_for(lambda: get_json(f"{second.url}/readyz"), timeout=20, what="the second ready")
