@@ -49,7 +49,7 @@ ALLOWED = {
     "rucio": set(),
     "publish": {
         "broker", "ingest", "parse", "topology", "state", "persistence", "analysis", "model",
-        "matrix", "alarms", "runtime",
+        "matrix", "alarms",
     },
     #: The `nettel` command's subcommands (beside cli.py): like it, they may import any part.
     "commands": {
