@@ -36,13 +36,16 @@ import threading
 import time
 from collections.abc import Callable
 
-import stomp
-from stomp.exception import StompException
-
+from service.broker.connection import (
+    BrokerAccess,
+    BrokerConnection,
+    BrokerError,
+    ConnectionListener,
+    Frame,
+)
 from service.broker.flavour import Flavour, resolve_flavour
 from service.broker.lease import Lease, LeaseTiming, OwnTokens, Role, Transition
-from service.broker.link import BrokerAccess, BrokerLink
-from service.broker.stomp_transport import BufferedConnection12
+from service.broker.link import BrokerLink
 from service.config import BrokerFlavour
 from service.lifecycle import BackgroundLoop
 
@@ -59,7 +62,7 @@ SUBSCRIBE_RECEIPT = "nettel-ha-lease"
 LEASE_SUBSCRIPTION = "lease"
 
 
-class ElectionRefused(StompException):
+class ElectionRefused(BrokerError):
     """The broker has no exclusive consumer nettel can ask for on a STOMP SUBSCRIBE."""
 
 
@@ -73,7 +76,7 @@ def lease_destination(group: str, flavour: Flavour) -> str:
     return f"{prefix}/nettel.ha.{group}"
 
 
-class _Tokens(stomp.ConnectionListener):
+class _Tokens(ConnectionListener):
     """Tokens to the election; the SUBSCRIBE's receipt, and an ERROR before it, to `_subscribe`."""
 
     def __init__(self, election: BrokerElection) -> None:
@@ -81,11 +84,10 @@ class _Tokens(stomp.ConnectionListener):
         self.answered = threading.Event()
         self.refusal: str | None = None
 
-    def on_message(self, frame: stomp.utils.Frame) -> None:
-        body = frame.body
-        self._election.token_received(body.decode() if isinstance(body, bytes) else body)
+    def on_message(self, frame: Frame) -> None:
+        self._election.token_received(frame.body.decode(errors="replace"))
 
-    def on_error(self, frame: stomp.utils.Frame) -> None:
+    def on_error(self, frame: Frame) -> None:
         self.refusal = frame.headers.get("message") or str(frame.body)[:200]
 
     def expect_answer(self) -> None:
@@ -93,7 +95,7 @@ class _Tokens(stomp.ConnectionListener):
         self.answered.clear()
         self.refusal = None
 
-    def on_receipt(self, frame: stomp.utils.Frame) -> None:
+    def on_receipt(self, frame: Frame) -> None:
         if frame.headers.get("receipt-id") == SUBSCRIBE_RECEIPT:
             self.answered.set()
 
@@ -119,7 +121,7 @@ class BrokerElection:
         self._eligible = eligible
         self._clock = clock
         #: The connection on which this replica is in the lease queue (None: not in it).
-        self._joined_on: BufferedConnection12 | None = None
+        self._joined_on: BrokerConnection | None = None
         self._ineligible_since: float | None = None
         self._replica = replica
         self._timing = timing
@@ -171,7 +173,7 @@ class BrokerElection:
         self._changed(self._lease_call(self._lease.connection_lost))
 
     def token_received(self, body: str) -> None:
-        """A token arrived (stomp.py's receiver thread); `body` is "<sender> <number>". One
+        """A token arrived (the connection's receiving thread); `body` is "<sender> <number>". One
         delivered after this replica left the queue is not a lease."""
         if self._joined_on is None:
             return
@@ -203,7 +205,7 @@ class BrokerElection:
             gap = self._timing.interval * random.uniform(1 - TOKEN_JITTER, 1 + TOKEN_JITTER)
             self._next_token = time.monotonic() + gap
 
-    def _follow_eligibility(self, connection: BufferedConnection12) -> None:
+    def _follow_eligibility(self, connection: BrokerConnection) -> None:
         """Join the lease queue when eligible; leave it after `timeout` of not being eligible."""
         if self._eligible():
             self._ineligible_since = None
@@ -218,31 +220,31 @@ class BrokerElection:
         elif now - self._ineligible_since >= self._timing.timeout:
             self._leave(connection)
 
-    def _join_from_loop(self, connection: BufferedConnection12) -> None:
+    def _join_from_loop(self, connection: BrokerConnection) -> None:
         try:
             self._join(connection)
-        except (StompException, OSError) as error:  # ElectionRefused included
+        except (BrokerError, OSError) as error:  # ElectionRefused included
             self._log.warning(
                 "ha lease queue not joined", extra={"group": self.group, "error": str(error)}
             )
             self._link.report_lost(connection)
 
-    def _leave(self, connection: BufferedConnection12) -> None:
+    def _leave(self, connection: BrokerConnection) -> None:
         """UNSUBSCRIBE from the lease queue: the broker makes another consumer the active one."""
         self._joined_on = None
         self._ineligible_since = None
         reason = "not ready: left the lease queue"
         self._changed(self._lease_call(lambda: self._lease.step_down(reason)))
         try:
-            connection.unsubscribe(id=LEASE_SUBSCRIPTION)
-        except (StompException, OSError):
+            connection.unsubscribe(LEASE_SUBSCRIPTION)
+        except (BrokerError, OSError):
             self._link.report_lost(connection)
 
     def _lease_call(self, step: Callable[[], list[Transition]]) -> list[Transition]:
         with self._lock:
             return step()
 
-    def _send_tokens(self, connection: BufferedConnection12) -> None:
+    def _send_tokens(self, connection: BrokerConnection) -> None:
         timeout_ms = int(self._timing.timeout * 1000)
         if self._flavour == "rabbitmq":
             headers = {"expiration": str(timeout_ms)}
@@ -256,11 +258,11 @@ class BrokerElection:
         try:
             for body in bodies:
                 connection.send(destination, body, "text/plain", headers)
-        except (StompException, OSError) as error:
+        except (BrokerError, OSError) as error:
             self._log.warning("ha token not sent", extra={"error": repr(error)})
             self._link.report_lost(connection)
 
-    def _subscribe(self, connection: BufferedConnection12) -> None:
+    def _subscribe(self, connection: BrokerConnection) -> None:
         """BrokerLink's step after CONNECT: start from standby, join the lease queue if
         eligible (else the run loop joins once it is)."""
         with self._lock:
@@ -277,7 +279,7 @@ class BrokerElection:
         if self._eligible():
             self._join(connection)
 
-    def _join(self, connection: BufferedConnection12) -> None:
+    def _join(self, connection: BrokerConnection) -> None:
         """SUBSCRIBE to the lease queue and wait for the broker's answer."""
         flavour = self._flavour
         if flavour == "rabbitmq":

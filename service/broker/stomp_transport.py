@@ -35,6 +35,7 @@ from stomp.listener import ConnectionListener
 from stomp.protocol import Protocol12
 from stomp.utils import HEARTBEAT_FRAME, Frame, convert_frame, pack
 
+from service.broker.connection import ConnectionListener as NettelListener
 from service.broker.stomp_frames import parse_frame, preamble_bounds
 
 #: Bytes asked of each `recv` (stomp.py's default is 16 KiB): fewer reads and splits per frame.
@@ -211,9 +212,12 @@ def split_frames(buffer: bytes) -> tuple[list[bytes], bytes]:
 
 
 def _overriding(listener: object, name: str) -> Callable[[Frame], Any] | None:
-    """The listener's `name` handler; None if it has none or only ConnectionListener's no-op."""
+    """The listener's `name` handler; None if it has none or only a base class's no-op
+    (stomp.py's `ConnectionListener`, or nettel's `connection.ConnectionListener`)."""
     handler: Callable[[Frame], Any] | None = getattr(listener, name, None)
-    if handler is None or getattr(type(listener), name, None) is getattr(ConnectionListener, name):
+    own = getattr(type(listener), name, None)
+    no_ops = (getattr(ConnectionListener, name, None), getattr(NettelListener, name, None))
+    if handler is None or (own is not None and own in no_ops):
         return None
     return handler
 

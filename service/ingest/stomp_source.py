@@ -25,25 +25,27 @@ at ``prefetch`` unacknowledged messages (Artemis: a window of ``prefetch`` x 2 K
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import sys
-import termios
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import stomp
-from stomp.exception import StompException
-
 from service.broker.ack_token import AckToken
+from service.broker.connection import (
+    BrokerAccess,
+    BrokerConnection,
+    BrokerError,
+    ConnectionListener,
+    Frame,
+)
 from service.broker.flavour import Flavour, resolve_flavour
-from service.broker.link import BrokerAccess, BrokerLink
-from service.broker.stomp_transport import BufferedConnection12
+from service.broker.link import BrokerLink
 from service.config import BrokerFlavour
 from service.ingest.backlog import ArrivalLag
+from service.ingest.entry import LiveBatch
+from service.ingest.source import LiveDelivery, SourceDescription
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Subscription:
     headers: dict[str, str]
 
 
-class SubscriptionRefused(StompException):
+class SubscriptionRefused(BrokerError):
     """The broker cannot take the configured subscription (e.g. virtual topics on RabbitMQ)."""
 
 
@@ -72,8 +74,6 @@ class SubscriptionRefused(StompException):
 #: message is about 1.7 KB on average).
 ARTEMIS_BYTES_PER_MESSAGE = 2048
 
-
-FrameHandler = Callable[[str, bytes, AckToken | None], object]
 
 #: Receipts waited for after CONNECT: the client id's lock queue (RabbitMQ), and the last topic
 #: SUBSCRIBE. A broker handles one connection's frames in order, so that receipt means every
@@ -84,21 +84,21 @@ SUBSCRIBED_RECEIPT = "nettel-subscribed"
 RECEIPT_TIMEOUT = 10.0
 
 
-class _Listener(stomp.ConnectionListener):
+class _Listener(ConnectionListener):
     def __init__(self, source: StompSource) -> None:
         self._source = source
         self._receipts: dict[str, threading.Event] = {}
         self.refusal: str | None = None  # the message of the broker's last ERROR frame
 
-    def on_message(self, frame: stomp.utils.Frame) -> None:
+    def on_message(self, frame: Frame) -> None:
         self._source.deliver(frame.headers, frame.body)
 
-    def on_error(self, frame: stomp.utils.Frame) -> None:
+    def on_error(self, frame: Frame) -> None:
         self.refusal = frame.headers.get("message") or str(frame.body)[:200]
         for answered in self._receipts.values():  # no receipt follows a refused frame
             answered.set()
 
-    def on_receipt(self, frame: stomp.utils.Frame) -> None:
+    def on_receipt(self, frame: Frame) -> None:
         answered = self._receipts.get(frame.headers.get("receipt-id", ""))
         if answered is not None:
             answered.set()
@@ -112,13 +112,17 @@ class _Listener(stomp.ConnectionListener):
 
 
 class StompSource:
-    """Subscribes to `topics`; calls `handler(topic, body, ack)` on stomp.py's receiver thread."""
+    """The bus source: subscribes to `topics` and delivers each frame to `entry` on the
+    connection's receiving thread (blocking while ingest's queue is full, which pushes back on
+    the broker)."""
+
+    name = "bus"
 
     def __init__(
         self,
         access: BrokerAccess,
         topics: Sequence[str],
-        handler: FrameHandler,
+        entry: LiveDelivery,
         *,
         subscription: SubscriptionSpec = SubscriptionSpec(),
         max_backoff_seconds: float = 5.0,
@@ -129,7 +133,7 @@ class StompSource:
             raise ValueError("a StompSource needs at least one topic")
         self._topics = list(topics)
         self._clock = clock  # the wall clock messages' arrival is read on (`timestamp` is one)
-        self._handler = handler
+        self._entry = entry
         self._subscription = subscription
         self._generation = 0  # of the connection, counted when it subscribes
         self._cumulative = True  # the current connection's acks cover the frames before them
@@ -174,20 +178,13 @@ class StompSource:
         return self._link.disconnected_seconds()
 
     def unread_bytes(self) -> int:
-        """Bytes the broker has sent that wait unread in the socket (0 when unknown).
+        """Bytes the broker has sent that wait unread on our side (0 when unknown or down).
 
         Many mean the receiver is behind: a back-fill is being worked off at the broker's side,
         where no queue of ours can see it.
         """
         connection = self._link.connection
-        socket = None if connection is None else connection.transport.socket
-        if socket is None:
-            return 0
-        try:
-            waiting = fcntl.ioctl(socket.fileno(), termios.FIONREAD, bytes(4))
-        except (OSError, ValueError):  # closed meanwhile
-            return 0
-        return int.from_bytes(waiting, sys.byteorder, signed=True)
+        return 0 if connection is None else connection.unread_bytes()
 
     def arrival_lag_seconds(self) -> float | None:
         """How long messages took from the broker to here (`ArrivalLag`: the least of the last
@@ -210,19 +207,37 @@ class StompSource:
             current = list({token.subscription: token for token in current}.values())
         try:
             connection.ack_all(token.ack_id for token in current)
-        except (StompException, OSError):
+        except (BrokerError, OSError):
             self._log.warning("acknowledgement failed; the broker will redeliver")
             return 0
         return len(current)
 
-    def start(self) -> None:
+    def describe(self) -> SourceDescription:
+        return SourceDescription(
+            kind="bus",
+            reads=tuple(self._topics),
+            running=self._link.connected and not self._paused.is_set(),
+            detail={
+                "mode": self._subscription.mode,
+                "connected": self.connected,
+                "connections": self.connections,
+            },
+        )
+
+    def connect(self) -> None:
+        """Keep a subscription from now on (frames are handed on from the first one)."""
         self._link.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def disconnect(self, timeout: float = 5.0) -> None:
         self._link.stop(timeout)
 
-    def pause(self) -> None:
-        """Stop handing frames on; those arriving now stay unacknowledged and are redelivered."""
+    def start(self) -> None:
+        """Hand frames on (as from `connect`; again after a `stop`)."""
+        self._paused.clear()
+
+    def stop(self) -> None:
+        """Stop handing frames on, still connected (acknowledgements of what was handed on can
+        go out); frames arriving now stay unacknowledged and are redelivered."""
         self._paused.set()
 
     def deliver(self, headers: dict[str, str], body: bytes | str) -> None:
@@ -233,11 +248,12 @@ class StompSource:
         ack_id = headers.get("ack") or headers.get("message-id")
         token = None
         if self._subscription.ack == "client" and ack_id:
-            token = AckToken(self._generation, headers.get("subscription", ""), ack_id)
+            token = AckToken(self._generation, headers.get("subscription", ""), ack_id, self)
         try:
-            self._handler(topic, body if isinstance(body, bytes) else body.encode(), token)
-        except Exception:  # the consumer must outlive any bug in a handler
-            self._log.exception("frame handler failed", extra={"destination": topic})
+            frame = (topic, body if isinstance(body, bytes) else body.encode(), token)
+            self._entry.deliver(LiveBatch((frame,)))
+        except Exception:  # the consumer must outlive any bug in the pipeline
+            self._log.exception("frame delivery failed", extra={"destination": topic})
 
     def _topic_of(self, headers: dict[str, str]) -> str:
         """The configured topic of a frame (virtual-topic queues map back by subscription id)."""
@@ -246,7 +262,7 @@ class StompSource:
             return self._topics[int(subscription)]
         return headers.get("destination", "")
 
-    def _subscribe(self, connection: BufferedConnection12) -> None:
+    def _subscribe(self, connection: BrokerConnection) -> None:
         """BrokerLink's step after CONNECT: subscribe to every topic on the new connection."""
         spec = self._subscription
         flavour, guessed = resolve_flavour(spec.flavour, connection.server)
@@ -275,7 +291,7 @@ class StompSource:
                 + (f"refused: {refusal}" if refusal else "unanswered")
             )
 
-    def _lock_client_id(self, connection: BufferedConnection12, client_id: str) -> None:
+    def _lock_client_id(self, connection: BrokerConnection, client_id: str) -> None:
         """RabbitMQ takes any number of consumers on one durable queue (they would split the
         feed), so a replica first declares the exclusive queue ``nettel.client.<client-id>``,
         which the broker grants one connection at a time: another holding it is refused."""

@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from stomp.exception import StompException
 
-from service.broker.link import BrokerAccess, BrokerLink
-from service.broker.stomp_transport import BufferedConnection12
+from service.broker.connection import BrokerAccess, BrokerConnection, BrokerError
+from service.broker.link import BrokerLink
 from service.lifecycle import BackgroundLoop
 from service.matrix.link_record import LinkKey, LinkRecord, link_key
 from service.matrix.snapshot import CostMatrix
@@ -241,14 +240,14 @@ class TelemetryPublisher:
         if connection is not None and self._send(connection, batch):
             self._queue.done(batch)
 
-    def _send(self, connection: BufferedConnection12, batch: Batch) -> bool:
+    def _send(self, connection: BrokerConnection, batch: Batch) -> bool:
         try:
             for link in batch.links:
                 headers, body = build_telemetry_message(link, self._topic, batch.model_version)
                 connection.send(self._topic, body, "application/json", headers)
             for destination, headers, body in batch.messages:
                 connection.send(destination, body, "application/json", headers)
-        except (StompException, OSError) as error:
+        except (BrokerError, OSError) as error:
             self._log.warning("telemetry publish failed", extra={"error": repr(error)})
             self._link.report_lost(connection)
             return False

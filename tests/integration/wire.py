@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 import httpx
-import stomp
 
 from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
+from service.broker.connection import BrokerError
 from tests.data import load_sample
 
 
@@ -79,12 +79,12 @@ class SequenceFeed:
                 self.published.append(sequence)
                 sequence, minute = sequence + 1, None
                 self._stop.wait(self._interval)
-            except (stomp.exception.StompException, OSError, TimeoutError):
+            except (BrokerError, OSError, TimeoutError):
                 connection = None
                 self._stop.wait(0.5)
 
     def _connect(self) -> StompClient:
-        return StompClient(self._brokers, reconnect_attempts_max=1)
+        return StompClient(self._brokers, attempts=1)
 
     def _send(self, connection: StompClient, sequence: int, minute: int) -> None:
         body = sample_body(
