@@ -34,6 +34,8 @@ ENV_ONLY_SETTINGS = frozenset({"broker_password", "admin_token", "ingest_token",
 NO_BROKERS = "none"
 #: The brokers' kind (`service.broker.flavour`); auto: from the broker's CONNECTED frame.
 BrokerFlavour = Literal["auto", "activemq", "rabbitmq", "artemis"]
+#: Which windows network alarms are raised over (`service.alarms`).
+AlarmProfile = Literal["short", "aaas"]
 #: What the empirical filter reads (`service.analysis.link_analysis.analyse_links`).
 EmpiricalFilterInput = Literal["newest-minute", "netTel"]
 
@@ -419,6 +421,58 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="links without a datapoint for this long leave the state, the matrix and "
         "its views (seconds, or a duration such as 7d, 12h, 90m; at least 32m; 0: never)",
+    )
+    alarms: bool = Field(
+        True,
+        description="raise network alarms (loss, delay, clock, silent links, congestion) from "
+        "the state each matrix cycle analyses; false: no alarm book, /alarms answers 503",
+    )
+    alarm_profile: AlarmProfile = Field(
+        "short",
+        description="which windows alarms are raised over: short (minutes, with hysteresis: "
+        "alarm_open_minutes ...) or aaas (OSG Alarms and Alerts' own: each UTC day's loss and "
+        "delay judged once, when the day has ended, against the 7 days before)",
+    )
+    alarm_open_minutes: int = Field(
+        3,
+        ge=1,
+        le=1440,
+        description="measured minutes in a row a loss, firewall or silent-link condition must "
+        "hold before its alarm opens (short profile)",
+    )
+    alarm_delay_open_minutes: int = Field(
+        5,
+        ge=1,
+        le=1440,
+        description="measured minutes in a row a high one-way delay or a large clock correction "
+        "must hold before its alarm opens (short profile)",
+    )
+    alarm_close_minutes: int = Field(
+        5,
+        ge=1,
+        le=1440,
+        description="clean measured minutes in a row before an alarm closes (short profile)",
+    )
+    alarm_congestion_probability: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="calibrated congestion probability at or above which a minute counts "
+        "towards a sustained congestion alarm (short profile; needs a calibrated model)",
+    )
+    alarm_congestion_minutes: int = Field(
+        10,
+        ge=1,
+        le=1440,
+        description="minutes in a row the congestion probability must stay at or above "
+        "alarm_congestion_probability before a sustained congestion alarm opens",
+    )
+    alarm_settle_seconds: float = Field(
+        30.0,
+        ge=0,
+        le=1500,
+        description="seconds after a minute ends before alarms judge it, so that every link's "
+        "datapoints of that minute are in (a later datapoint of it is not judged)",
     )
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="log level of the JSON logs"

@@ -13,10 +13,12 @@ from typing import TypeVar
 
 from prometheus_client import CollectorRegistry
 
+from service.alarms.book import AlarmBook
+from service.alarms.service import AlarmService
 from service.analysis.predictor import ModelInfo
+from service.broker.connection import BrokerAccess, Connector, TlsFiles
 from service.broker.election import BrokerElection
 from service.broker.lease import LeaseTiming
-from service.broker.link import BrokerAccess, TlsFiles
 from service.config import Settings
 from service.errors import ConfigError, ModelBundleError
 from service.ingest.archive_backfill import ArchiveBackfill, BackfillSettings
@@ -99,6 +101,8 @@ class Runtime:
     admission: LinkAdmission | None = None
     #: The /admin bearer token, read at start and on SIGHUP (None: admin endpoints disabled).
     admin_token: str | None = None
+    #: The network alarms raised each cycle (None: --alarms false).
+    alarms: AlarmBook | None = None
     started_at: float = field(default_factory=time.time)
     #: How --warm-from ended (None without it or before it ended).
     warm_outcome: WarmOutcome | None = None
@@ -319,6 +323,8 @@ class SourceNeeds:
     parser: Parser | None
     #: Frames are acknowledged once journaled (--state-dir), not on delivery.
     journaled: bool
+    #: How broker connections reach the brokers (`broker_access`).
+    brokers: BrokerAccess
 
 
 def bus_source(settings: Settings, needs: SourceNeeds) -> StompSource | None:
@@ -327,7 +333,7 @@ def bus_source(settings: Settings, needs: SourceNeeds) -> StompSource | None:
     if not settings.brokers:
         return None
     return StompSource(
-        broker_access(settings),
+        needs.brokers,
         list(needs.topics),
         needs.entry,
         subscription=SubscriptionSpec(
@@ -369,8 +375,9 @@ SOURCE_FACTORIES: tuple[Callable[[Settings, SourceNeeds], Source | None], ...] =
 )
 
 
-def build_runtime(settings: Settings) -> Runtime:
-    """Every part of `nettel serve`, each built with what it works with."""
+def build_runtime(settings: Settings, broker_connector: Connector | None = None) -> Runtime:
+    """Every part of `nettel serve`, each built with what it works with; `broker_connector`
+    makes the broker connections (None: STOMP to --brokers; tests give an in-memory broker's)."""
     lock = StateDirLock(settings.state_dir) if settings.state_dir else None
     store = SnapshotStore(settings.state_dir) if settings.state_dir else None
     loaded = read_topology(settings)
@@ -393,7 +400,8 @@ def build_runtime(settings: Settings) -> Runtime:
     apply = persistence.apply_parsed if persistence else pipeline.apply_parsed
     batcher = FrameBatcher(pipeline.parse_frames, apply)
     entry = IngestEntry(pipeline, batcher)
-    needs = SourceNeeds(entry, topics, parser, journaled=store is not None)
+    brokers = broker_access(settings, broker_connector)
+    needs = SourceNeeds(entry, topics, parser, journaled=store is not None, brokers=brokers)
     sources = tuple(
         source for factory in SOURCE_FACTORIES if (source := factory(settings, needs)) is not None
     )
@@ -406,6 +414,7 @@ def build_runtime(settings: Settings) -> Runtime:
         )
     )
     model = load_model_slot(settings)
+    alarms = AlarmService.build(settings)
     behind = backlog if backfill is None else lambda: backlog() or backfill.running
     observers: list[Callable[[float], None]] = []
     if settings.retire_after:
@@ -418,13 +427,21 @@ def build_runtime(settings: Settings) -> Runtime:
         behind=behind,
         empirical_filter=settings.empirical_filter,
         cycle_observers=observers,
+        analysis_observers=[alarms.after_cycle] if alarms else [],
     )
     # `runtime` is bound below; these run only once it is (the election while running, the
     # telemetry when a matrix is published).
-    election = build_election(settings, eligible=lambda: runtime.ready()[0])
+    election = build_election(settings, brokers, eligible=lambda: runtime.ready()[0])
     guard = HttpGuard(http_limits(settings))
-    telemetry = telemetry_publisher(settings, lambda: runtime.publishes_telemetry())
-    publishers = build_publishers(settings, cycle, lambda: state.index.topology, telemetry, guard)
+    telemetry = telemetry_publisher(settings, brokers, lambda: runtime.publishes_telemetry())
+    publishers = build_publishers(
+        settings,
+        cycle,
+        lambda: state.index.topology,
+        telemetry,
+        guard,
+        alarms=alarms.book if alarms else None,
+    )
     warm = warm_source(settings, store)
     topology = topology_refresher(settings, state, loaded)
     parts = running_parts(
@@ -435,6 +452,7 @@ def build_runtime(settings: Settings) -> Runtime:
         bus=bus,
         warm=warm,
         persistence=persistence,
+        alarms=alarms,
         cycle=cycle,
         batcher=batcher,
         sources=sources,
@@ -461,6 +479,7 @@ def build_runtime(settings: Settings) -> Runtime:
         state_dir_lock=lock,
         admission=admission,
         admin_token=settings.admin_bearer_token(),
+        alarms=alarms.book if alarms else None,
     )
     register_metrics(runtime.registry, runtime)
     return runtime
@@ -475,6 +494,7 @@ def running_parts(
     bus: StompSource | None,
     warm: WarmSource | None,
     persistence: Persistence | None,
+    alarms: AlarmService | None,
     cycle: MatrixCycle,
     batcher: FrameBatcher,
     sources: Sequence[Source],
@@ -484,8 +504,9 @@ def running_parts(
 
     election first (another replica takes over publishing), the sources (the backfill stops
     reading, the bus stops handing frames on, the intake takes no more runs), the batcher
-    (applies what is queued), the cycle, persistence (its final snapshot acknowledges what was
-    applied, over the still open subscription), the subscription, parser processes, topology
+    (applies what is queued), the cycle, the alarms (their state saved once the cycle stopped
+    raising them), persistence (its final snapshot acknowledges what was applied, over the still
+    open subscription), the subscription, parser processes, topology
     refresh, the --state-dir lock, and last the publishers (SSE streams ended, telemetry
     stopped). At start the bus subscribes before --warm-from takes the peer's state, and both
     before the batcher: frames published meanwhile wait, none is missed."""
@@ -497,6 +518,7 @@ def running_parts(
         None if bus is None else Hooks("subscription", bus.connect, bus.disconnect),
         None if warm is None else Hooks(WARM_START_PART),  # `Runtime.start` runs it on a thread
         persistence,
+        alarms,
         cycle,
         batcher,
         *sources,
@@ -539,27 +561,29 @@ def register_metrics(registry: CollectorRegistry, runtime: Runtime) -> None:
 
 
 def telemetry_publisher(
-    settings: Settings, publishes: Callable[[], bool]
+    settings: Settings, brokers: BrokerAccess, publishes: Callable[[], bool]
 ) -> TelemetryPublisher | None:
     """The broker telemetry publisher (None unless telemetry is enabled); it sends while
     `publishes`."""
     if not settings.telemetry_enabled:
         return None
     return TelemetryPublisher(
-        broker_access(settings),
+        brokers,
         settings.telemetry_topic,
         min_interval=settings.interval,
         publishes=publishes,
     )
 
 
-def build_election(settings: Settings, eligible: Callable[[], bool]) -> BrokerElection | None:
+def build_election(
+    settings: Settings, brokers: BrokerAccess, eligible: Callable[[], bool]
+) -> BrokerElection | None:
     """This replica's part in its --ha-group's election of the telemetry publisher, if any;
     it takes part while `eligible` (ready)."""
     if settings.ha_group is None:
         return None
     return BrokerElection(
-        broker_access(settings),
+        brokers,
         settings.ha_group,
         replica=settings.client_id,
         timing=LeaseTiming(settings.ha_lease_interval, settings.ha_lease_timeout),
@@ -640,8 +664,9 @@ def backfill_settings(settings: Settings) -> BackfillSettings | None:
     )
 
 
-def broker_access(settings: Settings) -> BrokerAccess:
-    """How every broker connection of the service reaches the brokers."""
+def broker_access(settings: Settings, connector: Connector | None = None) -> BrokerAccess:
+    """How every broker connection of the service reaches the brokers (made by `connector`;
+    None: STOMP over the network)."""
     return BrokerAccess(
         settings.brokers,
         user=settings.broker_user,
@@ -650,6 +675,7 @@ def broker_access(settings: Settings) -> BrokerAccess:
         heartbeat_tolerance=settings.heartbeat_tolerance,
         tls=broker_tls_files(settings),
         vhost=settings.broker_vhost,
+        connector=connector,
     )
 
 

@@ -104,6 +104,7 @@ def test_the_runtime_holds_every_part_in_start_order(tmp_path: Path) -> None:
             "subscription",
             "warm start",
             "persistence",
+            "alarms",
             "matrix-cycle",
             "frame-batcher",
             "bus",

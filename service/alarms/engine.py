@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -34,11 +33,9 @@ from service.alarms.grouping import (
 from service.alarms.identities import LinkEnds
 from service.alarms.latches import Latches
 from service.alarms.records import Alarm, AlarmEvent, AlarmKind, alarm_id
-from service.analysis.link_analysis import LinkAnalysis
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import StateView
 
-AlarmProfile = Literal["short", "aaas"]
 #: Minutes enter the delay baseline this long after they are evaluated, while the window still
 #: holds them: the baseline never holds the minutes being judged against it, so a step in the
 #: delay is judged against the delays before it (as AAAS's baseline ends where its window
@@ -71,6 +68,24 @@ class AlarmRules:
         return self.open_minutes
 
 
+@dataclass(frozen=True)
+class EngineState:
+    """What the engine carries across a restart (copies): the baselines, the latches, the
+    last minute evaluated, and each row's link and each clock latch's host."""
+
+    last_minute: int | None
+    epoch_minute: int
+    sources: list[str]
+    destinations: list[str]
+    clock_hosts: list[str]
+    weights: np.ndarray
+    value_sum: np.ndarray
+    log_jitter_sum: np.ndarray
+    offset: np.ndarray
+    latches: dict[LinkCondition, Latches]
+    clock: Latches
+
+
 class AlarmEngine:
     """Raises and ends the alarms of `book` from the cycle's views (the short profile)."""
 
@@ -94,6 +109,8 @@ class AlarmEngine:
         self.names_version = -1
         self._clock_hosts: list[str] = []
         self._refresh_from = 0
+        #: Refresh every link's norms at the next minute (after a restore).
+        self._refresh_all = False
         self._lock = threading.RLock()
         self._log = log or logging.getLogger("nettel.alarms")
 
@@ -102,10 +119,43 @@ class AlarmEngine:
         """Held while the engine evaluates; hold it to read its arrays consistently."""
         return self._lock
 
-    def after_cycle(self, view: StateView, analysis: LinkAnalysis) -> None:
-        """A matrix cycle observer: evaluate the minutes settled since the last call."""
-        events = self.evaluate(view, analysis.congestion_probability)
-        self.book.record(events)
+    def export(self) -> EngineState:
+        """A copy of what a restart needs, taken at one moment."""
+        with self._lock:
+            baseline = self.baseline
+            return EngineState(
+                last_minute=self.last_minute,
+                epoch_minute=baseline.epoch_minute,
+                sources=list(self.keys[0]),
+                destinations=list(self.keys[1]),
+                clock_hosts=list(self._clock_hosts),
+                weights=baseline.weights.copy(),
+                value_sum=baseline.value_sum.copy(),
+                log_jitter_sum=baseline.log_jitter_sum.copy(),
+                offset=baseline.offset.copy(),
+                latches={c: _copied(latches) for c, latches in self.latches.items()},
+                clock=_copied(self.clock),
+            )
+
+    def restore(self, state: EngineState) -> None:
+        """Carry on from `state` (at start, before the first evaluation): its rows follow
+        their links into the first view's rows."""
+        with self._lock:
+            n = len(state.sources)
+            self.last_minute = state.last_minute
+            self.baseline = DelayBaseline(0, state.epoch_minute)
+            self.baseline.weights, self.baseline.value_sum = state.weights, state.value_sum
+            self.baseline.log_jitter_sum, self.baseline.offset = state.log_jitter_sum, state.offset
+            self.latches = {c: _copied(latches) for c, latches in state.latches.items()}
+            self.clock = _copied(state.clock)
+            self._clock_hosts = list(state.clock_hosts)
+            self.keys = (list(state.sources), list(state.destinations))
+            self.names_version = -1  # the first view's rows are matched by link
+            self.threshold, self.mean, self.jitter = (
+                np.full(n, np.nan, np.float32) for _ in range(3)
+            )
+            self.ends = LinkEnds()
+            self._refresh_all = True
 
     def evaluate(self, view: StateView, probability: np.ndarray) -> list[AlarmEvent]:
         """Evaluate the settled minutes not evaluated yet; the events to record (the caller
@@ -174,6 +224,8 @@ class AlarmEngine:
         """Recompute the delay threshold of the next block of links from their baselines."""
         n = len(self.threshold)
         count = min(n, max(REFRESH_ROWS, -(-n // REFRESH_SHARE)))
+        if self._refresh_all:
+            count, self._refresh_all = n, False
         if not count:
             return
         start = self._refresh_from % n
@@ -301,6 +353,12 @@ def _reconcile(
         )
         events.append(AlarmEvent("open", alarm, now))
     return events
+
+
+def _copied(latches: Latches) -> Latches:
+    return Latches(
+        latches.held.copy(), latches.clean.copy(), latches.latched.copy(), latches.onset.copy()
+    )
 
 
 def _numbers(**values: float | np.floating) -> dict[str, float | int | str]:

@@ -17,15 +17,17 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from service.analysis.link_analysis import analyse_links
+from service.analysis.link_analysis import LinkAnalysis, analyse_links
 from service.analysis.predictor import UtilisationPredictor
 from service.config import EmpiricalFilterInput
 from service.lifecycle import BackgroundLoop
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.memory import FreeMemoryReleaser
-from service.state.link_state import LinkState
+from service.state.link_state import LinkState, StateView
 
 TICK_SECONDS = 0.1
+#: Told of each recompute's view, analysis and matrix.
+AnalysisObserver = Callable[[StateView, LinkAnalysis, CostMatrix], None]
 #: Recomputes are at least this many times the last one's CPU time apart.
 DUTY_FACTOR = 5.0
 
@@ -53,13 +55,16 @@ class MatrixCycle:
         empirical_filter: EmpiricalFilterInput = "newest-minute",
         monotonic: Callable[[], float] = time.monotonic,
         cycle_observers: Sequence[Callable[[float], None]] = (),
+        analysis_observers: Sequence[AnalysisObserver] = (),
     ) -> None:
         """`behind` tells whether ingest is behind now (polled every tick); `clock` dates the
         snapshots, `monotonic` schedules the recomputes; `cycle_observers` are called with each
-        recompute's duration."""
+        recompute's duration, `analysis_observers` with the view it analysed, the analysis and
+        the matrix (after it is served; e.g. the alarms)."""
         self.latest: CostMatrix | None = None
         self.predictor = predictor
         self.cycle_observers: list[Callable[[float], None]] = list(cycle_observers)
+        self.analysis_observers: list[AnalysisObserver] = list(analysis_observers)
         self.matrix_observers: list[Callable[[CostMatrix | None, CostMatrix], None]] = []
         #: Called with each new snapshot before it is served (views built once per cycle).
         self.snapshot_preparers: list[Callable[[CostMatrix], None]] = []
@@ -94,11 +99,14 @@ class MatrixCycle:
         take longer than the analysis; a query that comes first builds what it reads itself,
         once per snapshot (they are memoised)."""
         started, cpu_started = time.perf_counter(), time.thread_time()
-        matrix = self._build(self.latest)
+        view, analysis, matrix = self._build(self.latest)
         previous, self.latest = self.latest, matrix
         elapsed = self._last_seconds = time.perf_counter() - started
         for observe in self.cycle_observers:
             observe(elapsed)
+        for observe_analysis in self.analysis_observers:
+            observe_analysis(view, analysis, matrix)
+        del view, analysis
         matrix.prepare_views()
         for prepare in self.snapshot_preparers:
             prepare(matrix)
@@ -108,13 +116,13 @@ class MatrixCycle:
         self._last_cpu_seconds = time.thread_time() - cpu_started
         return self.latest
 
-    def _build(self, previous: CostMatrix | None) -> CostMatrix:
+    def _build(self, previous: CostMatrix | None) -> tuple[StateView, LinkAnalysis, CostMatrix]:
         view = self._state.view(self._clock())
         self._stored_at_last_cycle = view.stored_total
         predictor = self.predictor
         analysis = analyse_links(view, predictor, self._empirical_filter)
         info = predictor.info if predictor is not None else None
-        return build_cost_matrix(view, analysis, info, view.taken_at, previous)
+        return view, analysis, build_cost_matrix(view, analysis, info, view.taken_at, previous)
 
     def _run(self) -> None:
         last_start = float("-inf")
