@@ -8,7 +8,7 @@ restarts and replicas that raised it at the same minute give it the same id.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Literal
@@ -111,39 +111,43 @@ class AlarmEvent:
 
 
 def describe(kind: AlarmKind, subject: str, evidence: Evidence) -> str:
-    """The one-line text of an alarm from its kind, subject and evidence (keys it lacks are
-    left out).
+    """The one-line text of an alarm from its kind, subject and evidence (what it lacks is left
+    out).
 
     >>> describe(AlarmKind.HIGH_PACKET_LOSS, "a -> b", {"loss": 0.05, "threshold": 0.02})
     'high packet loss: a -> b: loss 5.0 % (threshold 2.0 %)'
+    >>> describe(AlarmKind.FIREWALL_ISSUE, "SITE-1", {"links": 11, "source_hosts": 11})
+    'firewall issue: SITE-1: 11 links, from 11 source hosts'
     """
-    parts = [f"{kind.value}: {subject}"]
-    if "loss" in evidence:
-        parts.append(f"loss {_percent(evidence['loss'])}" + _threshold(evidence, _percent))
-    if "links" in evidence:
-        parts.append(f"{evidence['links']} links")
-    if "peer_sites" in evidence:
-        parts.append(f"{evidence['peer_sites']} other sites")
-    if "source_hosts" in evidence:
-        parts.append(f"from {evidence['source_hosts']} source hosts")
-    if "delay_p95_ms" in evidence:
-        parts.append(f"delay p95 {evidence['delay_p95_ms']} ms" + _threshold(evidence, _ms))
-    if "correction_ms" in evidence:
-        parts.append(f"clock correction {evidence['correction_ms']} ms" + _threshold(evidence, _ms))
-    if "silent_minutes" in evidence:
-        parts.append(f"no measurement for {evidence['silent_minutes']} min while peers report")
-    if "congestion_probability" in evidence:
-        probability = evidence["congestion_probability"]
-        parts.append(f"congestion probability {probability}" + _threshold(evidence, str))
-    return ": ".join(parts[:2]) + "".join(f", {part}" for part in parts[2:])
+    shown: dict[str, Callable[[Evidence], str]] = {
+        "loss": lambda e: f"loss {_percent(e['loss'])}{_threshold(e, 'threshold', _percent)}",
+        "delay_ms": lambda e: f"delay {e['delay_ms']} ms{_threshold(e, 'threshold_ms', _ms)}",
+        "correction_ms": lambda e: (
+            f"clock correction {e['correction_ms']} ms{_threshold(e, 'threshold_ms', _ms)}"
+        ),
+        "congestion_probability": lambda e: (
+            f"congestion probability {e['congestion_probability']}{_threshold(e, 'threshold', str)}"
+        ),
+        "silent_minutes": lambda e: (
+            f"no measurement for {e['silent_minutes']} minutes while its peers report"
+        ),
+        "minutes": lambda e: f"for {e['minutes']} minutes",
+        "links": lambda e: f"{e['links']} links",
+        "peer_sites": lambda e: f"{e['peer_sites']} other sites",
+        "source_hosts": lambda e: f"from {e['source_hosts']} source hosts",
+    }
+    parts = [show(evidence) for key, show in shown.items() if key in evidence]
+    return f"{kind.value}: {subject}" + "".join(
+        (": " if number == 0 else ", ") + part for number, part in enumerate(parts)
+    )
 
 
-def _threshold(evidence: Evidence, shown: Any) -> str:
-    return f" (threshold {shown(evidence['threshold'])})" if "threshold" in evidence else ""
+def _threshold(evidence: Evidence, key: str, shown: Callable[[Any], str]) -> str:
+    return f" (threshold {shown(evidence[key])})" if key in evidence else ""
 
 
 def _percent(value: float | int | str) -> str:
-    return f"{float(value) * 100:.1f} %" if not isinstance(value, str) else value
+    return f"{float(value) * 100:.1f} %"
 
 
 def _ms(value: float | int | str) -> str:

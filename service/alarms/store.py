@@ -2,8 +2,9 @@
 
 Two files, each replaced atomically (temporary file, fsync, rename, fsync of the directory):
 
-- `alarms.json`: `{"version": 1, "book": {"open": [...], "closed": [...], "events": [...]}}`,
-  each alarm with its id, kind, subject, sites, hosts, links, times and evidence;
+- `alarms.json`: `{"version": 1, "checksum": ..., "book": {"open": [...], "closed": [...],
+  "events": [...]}}`, each alarm with its id, kind, subject, sites, hosts, links, times and
+  evidence; the checksum is the sha256 of the book as JSON with sorted keys;
 - `alarm-engine.state`: `MAGIC | sha256 of payload | payload`, the payload an uncompressed
   numpy `.npz` (read without pickle) of the engine's arrays: the delay baselines, the latches,
   and the (source, destination) of every row so that rows find their links again.
@@ -57,18 +58,21 @@ class AlarmStateError(ValueError):
 
 
 def encode_book(book: AlarmBook) -> bytes:
-    document = {
-        "version": FORMAT_VERSION,
-        "book": {
-            "open": [alarm_document(alarm) for alarm in book.open_alarms()],
-            "closed": [alarm_document(alarm) for alarm in book.closed_alarms()],
-            "events": [
-                [kind.value, action, count]
-                for (kind, action), count in sorted(book.events_total.items())
-            ],
-        },
+    content = {
+        "open": [alarm_document(alarm) for alarm in book.open_alarms()],
+        "closed": [alarm_document(alarm) for alarm in book.closed_alarms()],
+        "events": [
+            [kind.value, action, count]
+            for (kind, action), count in sorted(book.events_total.items())
+        ],
     }
-    return orjson.dumps(document)
+    return orjson.dumps(
+        {"version": FORMAT_VERSION, "checksum": book_checksum(content), "book": content}
+    )
+
+
+def book_checksum(content: object) -> str:
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ def decode_book(data: bytes) -> SavedBook:
     _expect(document.get("version") == FORMAT_VERSION, f"not format version {FORMAT_VERSION}")
     book = document.get("book")
     _expect(isinstance(book, dict) and set(book) == {"open", "closed", "events"}, "no book")
+    _expect(document.get("checksum") == book_checksum(book), "checksum mismatch (corrupt)")
     open_alarms = [alarm_from_document(item, closed=False) for item in _list(book["open"])]
     closed = [alarm_from_document(item, closed=True) for item in _list(book["closed"])]
     subjects = [(alarm.kind, alarm.subject) for alarm in open_alarms]
