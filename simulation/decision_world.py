@@ -8,7 +8,9 @@ way to the destination. Transfer requests arrive as a Poisson process after a wa
 heavy-tailed (Pareto) sizes scaled to the paths' rates, so that a file takes seconds to minutes
 at full rate. `DecisionWorld` steps the ns-3 simulation of `ns3_decisions.cpp` minute by minute:
 the caller reads each minute's probe delays, decides, and starts transfers as real TCP flows
-that compete with the cross traffic and with each other.
+that compete with the cross traffic and with each other. With `throughput_tests`, perfSONAR's
+throughput tests run on every candidate path as its toolkits schedule them
+(`draw_throughput_tests`): a short single-stream TCP test that loads the path it measures.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from simulation.simulator import Mesh
 from simulation.simulator_ns3 import (
+    DAY_MINUTES,
     PACKET_BYTES,
     PROBES_PER_MINUTE,
     LinkDraw,
@@ -56,6 +59,19 @@ REQUEST_LOAD = (0.15, 0.45)
 HERDING_LOAD = (1.0, 1.2)
 #: A transfer's TCP congestion control (what a transfer tool's Linux host runs).
 TRANSFER_CC = "ns3::TcpCubic"
+#: perfSONAR's throughput test: one iperf3 TCP stream (the hosts' Cubic) for 20 s (pSConfig's
+#: testbed example; pScheduler's iperf3 tool runs 10 s when a test names no duration).
+THROUGHPUT_TEST_S = 20.0
+#: Its schedule: every 4 h with a random slip of up to 4 h (pSConfig's "repeat": "PT4H",
+#: "sliprand": true, "slip": "PT4H"), on family C's compressed day (240 minutes for 24 h): one
+#: test at a uniform time in each 40-minute window.
+THROUGHPUT_REPEAT_S = 4 * 3600.0 * DAY_MINUTES / (24 * 60)
+#: pScheduler runs throughput tests exclusively on a host: a test that would overlap another
+#: to the same destination starts this long after it ends (iperf3's 3 s wait and 2 s shutdown).
+THROUGHPUT_SLOT_GAP_S = 5.0
+#: The test sender's socket buffer (Linux autotuning keeps it near twice the path's BDP, well
+#: under this; the transfers' 2 MiB would keep sending for seconds after the test's end).
+THROUGHPUT_SEND_BUFFER_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -83,6 +99,22 @@ class SharedSegment:
 
 
 @dataclass(frozen=True)
+class ThroughputTests:
+    """perfSONAR throughput tests in start order: candidate path, start (s), duration (s)."""
+
+    path: np.ndarray
+    start_s: np.ndarray
+    duration_s: float = THROUGHPUT_TEST_S
+
+    def __len__(self) -> int:
+        return len(self.path)
+
+    @property
+    def end_s(self) -> np.ndarray:
+        return self.start_s + self.duration_s
+
+
+@dataclass(frozen=True)
 class DecisionScenario:
     """Everything drawn for one scenario; `paths[i]` is candidate i's family-C link draw."""
 
@@ -96,6 +128,8 @@ class DecisionScenario:
     requests: Requests
     #: Seeds of the policies' own random choices (ties, the random policy).
     choice_seed: int
+    #: perfSONAR's throughput tests on the candidate paths (None: no test runs).
+    throughput_tests: ThroughputTests | None = None
 
     @property
     def request_start_s(self) -> float:
@@ -103,6 +137,7 @@ class DecisionScenario:
 
     def summary(self) -> dict[str, Any]:
         """The scenario's parameters in a few numbers (for the outcome file)."""
+        tests = self.throughput_tests
         return {
             "seed": self.seed,
             "index": self.index,
@@ -122,11 +157,14 @@ class DecisionScenario:
                 }
                 for p in self.paths
             ],
-        }
+        } | ({} if tests is None else {"throughput_tests": len(tests)})
 
 
-def draw_scenario(seed: int, index: int, herding: bool = False) -> DecisionScenario:
-    """Scenario `index` of `seed` (herding: requests at a rate that saturates one path)."""
+def draw_scenario(
+    seed: int, index: int, herding: bool = False, throughput_tests: bool = False
+) -> DecisionScenario:
+    """Scenario `index` of `seed` (herding: requests at a rate that saturates one path); with
+    `throughput_tests`, the same scenario with perfSONAR's throughput tests on every path."""
     rng = np.random.default_rng([seed, 0xDEC15, index, int(herding)])
     minutes = WARMUP_MINUTES + REQUEST_MINUTES + DRAIN_MINUTES
     k = int(rng.integers(CANDIDATES[0], CANDIDATES[1] + 1))
@@ -156,7 +194,42 @@ def draw_scenario(seed: int, index: int, herding: bool = False) -> DecisionScena
         shared=shared,
         requests=requests,
         choice_seed=int(rng.integers(2**31)),
+        throughput_tests=(
+            draw_throughput_tests([seed, 0x7E57, index, int(herding)], k, minutes)
+            if throughput_tests
+            else None
+        ),
     )
+
+
+def draw_throughput_tests(
+    seed: list[int], paths: int, minutes: int, duration_s: float = THROUGHPUT_TEST_S
+) -> ThroughputTests:
+    """Each path's tests: one at a uniform time in every THROUGHPUT_REPEAT_S window (a test
+    must end before the scenario does), then pushed back where they would overlap (pScheduler
+    runs one throughput test at a time at the destination they share). Seeded apart from the
+    scenario's other draws, so the scenario is the same with and without tests.
+
+    >>> tests = draw_throughput_tests([1], paths=2, minutes=52)
+    >>> tests.path.tolist(), [round(t) for t in tests.start_s]
+    ([1, 0], [346, 1228])
+    """
+    rng = np.random.default_rng(seed)
+    end_s = 60.0 * minutes
+    windows = np.arange(0.0, end_s, THROUGHPUT_REPEAT_S)
+    starts = windows[None, :] + rng.uniform(0.0, THROUGHPUT_REPEAT_S, (paths, len(windows)))
+    path = np.repeat(np.arange(paths), len(windows))
+    order = np.argsort(starts.ravel(), kind="stable")
+    path, starts_in_order = path[order], starts.ravel()[order]
+    kept_path, kept_start, free_at = [], [], 0.0
+    for p, start in zip(path.tolist(), starts_in_order.tolist(), strict=True):
+        start = max(start, free_at)
+        if start + duration_s > end_s:
+            continue
+        kept_path.append(p)
+        kept_start.append(start)
+        free_at = start + duration_s + THROUGHPUT_SLOT_GAP_S
+    return ThroughputTests(np.array(kept_path, dtype=np.int64), np.array(kept_start), duration_s)
 
 
 def _draw_shared(
@@ -258,6 +331,12 @@ class DecisionWorld:
             fill_vector(spec.shared_cross_stop, shared.cross_stop)
             fill_vector(spec.shared_cross_rate_bps, shared.cross_rate_bps)
         spec.transfer_cc = TRANSFER_CC
+        if scenario.throughput_tests is not None:
+            tests = scenario.throughput_tests
+            fill_vector(spec.test_path, tests.path)
+            fill_vector(spec.test_start, tests.start_s)
+            spec.test_duration_s = tests.duration_s
+            spec.test_send_buffer_bytes = THROUGHPUT_SEND_BUFFER_BYTES
         self._scenario = scenario
         self._world = ns.DecisionWorld(spec)
 
@@ -272,6 +351,15 @@ class DecisionWorld:
         """When the transfer's last byte arrived (s from the start); None while in flight."""
         done = float(self._world.Completion(transfer))
         return None if done < 0 else done
+
+    def throughput_bps(self) -> np.ndarray:
+        """Each throughput test's result (NaN until it has ended): the bytes its receiver got
+        during the test over its duration, as iperf3's receiver reports it."""
+        tests = self._scenario.throughput_tests
+        if tests is None:
+            return np.zeros(0)
+        received = np.array(list(self._world.ThroughputTestBytes()), dtype=np.float64)
+        return np.where(received < 0, np.nan, received * 8 / tests.duration_s)
 
     def minute_delays(self, minute: int) -> np.ndarray:
         """Every path's probe delays (ms, NaN lost) in `minute`: paths x 600, no clock offset."""

@@ -13,7 +13,10 @@
 // family-C link with a second hop), or, for the two paths of a shared segment, a fast link to
 // a router X whose FIFO link X --shared--> D both paths cross, loaded by UDP cross traffic of
 // its own (a congested shared backbone). Transfers are TCP flows from near_i to a sink of
-// their own on D; a transfer completes when D has received its last byte.
+// their own on D; a transfer completes when D has received its last byte. perfSONAR's
+// throughput tests (when the scenario has them) are TCP flows on the same path, from near_i to
+// a sink of their own on D, that send as fast as they can for the test's duration; a test's
+// result is what its sink received during that time.
 
 namespace nettel_ns3
 {
@@ -97,6 +100,11 @@ struct DecisionScenario
     std::vector<double> shared_cross_stop;
     std::vector<double> shared_cross_rate_bps;
     std::string transfer_cc = "ns3::TcpCubic";
+    //! Throughput tests: the path and start (s) of each, all of one duration.
+    std::vector<int> test_path;
+    std::vector<double> test_start;
+    double test_duration_s = 20.0;
+    uint32_t test_send_buffer_bytes = 1 << 18;
 };
 
 //! One scenario being simulated; at most one per process (ns-3's Simulator is global).
@@ -156,6 +164,7 @@ class DecisionWorld
         {
             StartPathTraffic(i);
         }
+        ScheduleThroughputTests();
         if (shared)
         {
             Address to = InetSocketAddress(ReceiverAddress(m_shared_receiver_link), kCrossPort);
@@ -188,6 +197,10 @@ class DecisionWorld
             m_shared_udp->Close();
         }
         for (auto& sink : m_transfers)
+        {
+            sink->Shutdown();
+        }
+        for (auto& sink : m_test_sinks)
         {
             sink->Shutdown();
         }
@@ -258,6 +271,12 @@ class DecisionWorld
         return m_results.at(path).bottleneck_bytes;
     }
 
+    //! Bytes each throughput test's sink received during the test; -1 until it has ended.
+    std::vector<double> ThroughputTestBytes() const
+    {
+        return m_test_bytes;
+    }
+
     uint64_t Events() const
     {
         return Simulator::GetEventCount();
@@ -269,6 +288,7 @@ class DecisionWorld
     static constexpr uint16_t kCrossPort = 10;
     static constexpr uint16_t kProbePortBase = 2000;
     static constexpr uint32_t kTransferPortBase = 10000;
+    static constexpr uint32_t kTestPortBase = 6000;
 
     static TrafficControlHelper Fifo(uint32_t packets)
     {
@@ -364,6 +384,42 @@ class DecisionWorld
         ScheduleTcpFlows(s, m_near[i], m_far[i], InetSocketAddress(receiver, kTcpPort), &result);
     }
 
+    //! Every throughput test: its sink listens from the start, its sender runs from the
+    //! test's start for its duration (then closes, as iperf3 does), and the bytes received
+    //! by then are its result.
+    void ScheduleThroughputTests()
+    {
+        const DecisionScenario& s = m_scenario;
+        if (s.test_path.size() != s.test_start.size() || s.test_path.size() > 4000)
+        {
+            throw std::invalid_argument("throughput tests: one path per start, at most 4000");
+        }
+        m_test_bytes.assign(s.test_path.size(), -1.0);
+        for (size_t n = 0; n < s.test_path.size(); ++n)
+        {
+            size_t path = static_cast<size_t>(s.test_path.at(n));
+            uint16_t port = static_cast<uint16_t>(kTestPortBase + n);
+            Ptr<TransferSink> sink = Create<TransferSink>(m_destination, port, 1e18);
+            m_test_sinks.push_back(sink);
+            Ptr<Node> sender = m_near.at(path);
+            Address peer = InetSocketAddress(m_receivers.at(path), port);
+            TypeId control = m_transfer_cc;
+            Time duration = Seconds(s.test_duration_s);
+            uint32_t buffer = s.test_send_buffer_bytes;
+            uint64_t* handed_over = &m_tests_handed_over;
+            Simulator::Schedule(Seconds(s.test_start[n]), [=]() {
+                Ptr<Socket> socket = sender->GetObject<TcpL4Protocol>()->CreateSocket(control);
+                socket->SetAttribute("SndBufSize", UintegerValue(buffer));
+                Ptr<TcpFlow> flow = Create<TcpFlow>(socket, 0, handed_over);
+                flow->Start(peer);
+                Simulator::Schedule(duration, &TcpFlow::Stop, flow);
+            });
+            double* result = &m_test_bytes[n];
+            Simulator::Schedule(Seconds(s.test_start[n] + s.test_duration_s),
+                                [sink, result]() { *result = sink->Received(); });
+        }
+    }
+
     DecisionScenario m_scenario;
     std::vector<LinkResult> m_results;
     std::vector<Counters> m_counters;
@@ -377,6 +433,8 @@ class DecisionWorld
     std::vector<Ptr<Probe>> m_probes;
     std::vector<Ptr<UdpPeriods>> m_udp;
     std::vector<Ptr<TransferSink>> m_transfers;
+    std::vector<Ptr<TransferSink>> m_test_sinks;
+    std::vector<double> m_test_bytes;
     Ptr<Node> m_destination;
     Ptr<Node> m_shared_router;
     Ptr<Node> m_shared_cross;
@@ -385,6 +443,7 @@ class DecisionWorld
     size_t m_shared_receiver_link = 0;
     TypeId m_transfer_cc;
     uint64_t m_transfers_handed_over = 0;
+    uint64_t m_tests_handed_over = 0;
 };
 
 } // namespace nettel_ns3
