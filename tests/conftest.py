@@ -14,6 +14,14 @@
   `ServiceProcess` (`.url`, `.process`, `.log_path`, `.log_text()`; from
   `devtools.service_process`, shared with the benchmarks); stopped at teardown.
 - `clock` (function): the one test clock (`tests.clock.TestClock`, at 1000.0 until moved).
+- `memory_broker` (function): an in-memory broker (`service.broker.memory_broker`) as ActiveMQ;
+  `flavoured_memory_broker` the same as ActiveMQ, then as RabbitMQ. The connection contract
+  (tests/broker/test_connection_contract.py) proves it acts as the real ones; tests that need
+  no wire run on it, not on a broker process.
+- `memory_service` (function): `memory_service(broker, *flags, env=None)` builds `nettel serve
+  FLAGS` in this process over the in-memory `broker` (`tests.in_memory_service`), starts it,
+  serves its HTTP API on a free port and returns it (`.url`, `.runtime`, `.log_text()`,
+  `.publisher()`); stopped at teardown.
 - `free_port()`: plain helper (also importable from `devtools.activemq`).
 - every test leaves the root logger without the handlers it added, at its level (`nettel`'s command
   functions install a handler on the sys.stderr of the moment: a test's capture, closed after
@@ -24,14 +32,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from devtools.activemq import ActiveMQProcess, free_port, start_activemq
 from devtools.rabbitmq import RabbitMQProcess, start_rabbitmq
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
+from service.broker.memory_broker import MemoryBroker
 from tests.clock import TestClock
+
+if TYPE_CHECKING:
+    from tests.in_memory_service import InMemoryService
 
 SERVICE_START_TIMEOUT = 30.0
 
@@ -52,6 +66,34 @@ def root_logger_restored() -> Iterator[None]:
 def clock() -> TestClock:
     """A clock at 1000.0 that moves only when the test sets `clock.now` or calls `advance`."""
     return TestClock()
+
+
+@pytest.fixture
+def memory_broker() -> MemoryBroker:
+    """An in-memory broker that acts as ActiveMQ does."""
+    return MemoryBroker("activemq")
+
+
+@pytest.fixture(params=["activemq", "rabbitmq"], ids=["memory-activemq", "memory-rabbitmq"])
+def flavoured_memory_broker(request: pytest.FixtureRequest) -> MemoryBroker:
+    """An in-memory broker that acts as ActiveMQ does, then one that acts as RabbitMQ does."""
+    return MemoryBroker(request.param)
+
+
+@pytest.fixture
+def memory_service() -> Iterator[Callable[..., InMemoryService]]:
+    """`memory_service(broker, *flags, env=None)`: `nettel serve FLAGS` in this process over the
+    in-memory `broker`, started, its HTTP API served; stopped at teardown."""
+    from tests.in_memory_service import serve_in_memory  # the runtime's imports, only if used
+
+    with ExitStack() as running:
+
+        def start(
+            broker: MemoryBroker, *flags: str, env: Mapping[str, str] | None = None
+        ) -> InMemoryService:
+            return running.enter_context(serve_in_memory(broker, *flags, env=env))
+
+        yield start
 
 
 @pytest.fixture(scope="session")

@@ -1,25 +1,22 @@
-"""`nettel serve --backfill-from` against a local archive server and a real broker: ready with a
-full 32-minute window for the archived links within the bound, and no later than the bound when
-the archive stalls."""
+"""The service with `--backfill-from` against a local archive server (real HTTP), fed over the
+in-memory broker: ready with a full 32-minute window for the archived links within the bound,
+no later than the bound when the archive stalls, and live data of backfilled minutes counted
+once."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 import httpx
 import pytest
 
-from devtools.activemq import ActiveMQProcess
 from devtools.archive_server import ArchivedLink, ArchiveServer, Fault
 from devtools.metrics_reader import metric_value
-from devtools.service_process import ServiceProcess, wait_for_status
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
+from service.broker.memory_broker import MemoryBroker
 from tests.data import load_sample
-from tests.integration.wire import current_minute_ts, get_json, sample_body, wait_until_subscribed
-
-pytestmark = pytest.mark.broker
+from tests.in_memory_service import InMemoryService
+from tests.integration.wire import current_minute_ts, get_json, sample_body
 
 ARCHIVE = load_sample("esmond-archive.json")
 HISTOGRAM = ARCHIVE["histogram-owdelay"][0]["val"]  # the real one, keyed as elmond keys it
@@ -43,10 +40,13 @@ def archived(number: int, minutes: int = 50, fault: Fault | None = None) -> Arch
 
 
 def serve(
-    nettel_service: Callable[..., ServiceProcess], brokers: str, archive: str, *args: str
-) -> ServiceProcess:
-    return nettel_service(
-        brokers,
+    memory_service: Callable[..., InMemoryService],
+    broker: MemoryBroker,
+    archive: str,
+    *args: str,
+) -> InMemoryService:
+    return memory_service(
+        broker,
         "--backfill-from",
         archive,
         "--backfill-bound",
@@ -59,19 +59,17 @@ def serve(
         "none",
         "--subscription",
         "plain",
-        "--client-id",
-        f"backfill-{uuid.uuid4().hex[:8]}",
         *args,
     )
 
 
 def test_the_service_is_ready_with_a_full_window_for_every_archived_link(
-    activemq: ActiveMQProcess, nettel_service: Callable[..., ServiceProcess]
+    memory_broker: MemoryBroker, memory_service: Callable[..., InMemoryService]
 ) -> None:
     links = [archived(n) for n in range(1, 6)] + [archived(6, fault="fail")]
     with ArchiveServer(links) as archive:
-        service = serve(nettel_service, activemq.brokers, archive.url)
-        ready_at = wait_for_status(service, "/readyz", timeout=BOUND + 10, interval=0.1)
+        service = serve(memory_service, memory_broker, archive.url)
+        ready_at = service.ready_at(timeout=BOUND + 10)
     assert ready_at - service.launched_at < BOUND
     matrix = get_json(f"{service.url}/costmatrix", destination=DESTINATION)
     by_source = {link["source"]: link for link in matrix["links"]}
@@ -94,39 +92,37 @@ def test_the_service_is_ready_with_a_full_window_for_every_archived_link(
 
 
 def test_a_stalled_archive_holds_readiness_back_no_longer_than_the_bound(
-    activemq: ActiveMQProcess, nettel_service: Callable[..., ServiceProcess]
+    memory_broker: MemoryBroker, memory_service: Callable[..., InMemoryService]
 ) -> None:
     bound = 4.0
     with ArchiveServer([archived(1)], stall_metadata=True) as archive:
-        service = serve(
-            nettel_service, activemq.brokers, archive.url, "--backfill-bound", str(bound)
-        )
+        service = serve(memory_service, memory_broker, archive.url, "--backfill-bound", str(bound))
         waiting = httpx.get(f"{service.url}/readyz")
         in_progress = metric_value(service.url, "nettel_backfill_in_progress")
-        ready_at = wait_for_status(service, "/readyz", timeout=bound + 10, interval=0.1)
+        ready_at = service.ready_at(timeout=bound + 10)
     assert waiting.status_code == 503
     assert "backfill from the archive in progress" in waiting.json()["problems"]
     assert in_progress == 1
     assert bound - 1 < ready_at - service.launched_at < bound + 5  # the start, then the bound
     assert metric_value(service.url, "nettel_backfill_failed_requests_total") == 2
-    assert get_json(f"{service.url}/readyz") == {"ready": True, "problems": []}
+    readiness = get_json(f"{service.url}/readyz")
+    assert (readiness["ready"], readiness["problems"]) == (True, [])
 
 
 def test_live_data_of_backfilled_minutes_is_counted_once(
-    activemq: ActiveMQProcess, nettel_service: Callable[..., ServiceProcess]
+    memory_broker: MemoryBroker, memory_service: Callable[..., InMemoryService]
 ) -> None:
     """After the backfill the bus brings the 32 minutes of the window again (the real histogram,
     keyed "2.60" there): samples stay 32, and series and features do not move."""
     with ArchiveServer([archived(1)]) as archive:
-        service = serve(nettel_service, activemq.brokers, archive.url)
-        wait_for_status(service, "/readyz", timeout=BOUND + 10, interval=0.1)
-    wait_until_subscribed(service.url, activemq.brokers)
+        service = serve(memory_service, memory_broker, archive.url)
+        service.ready_at(timeout=BOUND + 10)  # subscribed, too
     link_url = f"{service.url}/links/192.0.2.1/{DESTINATION}"
     before = httpx.get(link_url).json()
     applied = metric_value(service.url, "nettel_datapoints_applied_total")
     stamps = [minute * 60 for minute in before["series"]["minutes"]]
     body = sample_body("owdelay-histogram-real.json", stamps, source="192.0.2.1")
-    publisher = StompClient(activemq.brokers)
+    publisher = service.publisher()
     try:
         publisher.send("/topic/perfsonar.raw.histogram-owdelay", body)
     finally:

@@ -1,10 +1,11 @@
-"""The shipped model in a live service: utilisation in /costmatrix, hot reload, refusals."""
+"""The shipped model in a service fed over the (in-memory) broker: utilisation in /costmatrix,
+hot reload (the admin endpoint, and `runtime.reload`, what SIGHUP runs), refusals (at start: a
+real `nettel serve`)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -12,7 +13,6 @@ import httpx
 import pytest
 
 from devtools.metrics_reader import metric_value
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.config import DEFAULT_BUNDLE
 from service.config import DELAY_TOPIC as DELAY
@@ -21,7 +21,6 @@ from service.model.bundle import CARD_FILE, MODEL_FILE
 from tests.integration.wire import current_minute_ts, get_json, sample_body
 
 TOKEN = "test-admin-token-123"
-pytestmark = pytest.mark.broker
 
 
 @pytest.fixture
@@ -37,9 +36,9 @@ def set_card_version(directory, version: str) -> None:
     (directory / CARD_FILE).write_text(json.dumps(card))
 
 
-def publish_full_window(activemq) -> None:
+def publish_full_window(service) -> None:
     """32 minutes of delay and loss for the sample link, so its feature row is complete."""
-    publisher = StompClient(activemq.brokers)
+    publisher = service.publisher()
     minutes = [current_minute_ts(m) for m in range(32, 0, -1)]
     publisher.send(DELAY, sample_body("owdelay-histogram-real.json", minutes))
     publisher.send(LOSS, sample_body("packet-loss-rate.json", minutes))
@@ -52,12 +51,10 @@ def predicted_link(url: str) -> dict | None:
     return matrix if links and links[0]["utilisation"] is not None else None
 
 
-def test_shipped_model_fills_utilisation_and_model_identity(activemq, nettel_service):
-    service = nettel_service(
-        activemq.brokers, "--interval", "1", "--subscription", "plain", "--client-id", "model-1"
-    )
+def test_shipped_model_fills_utilisation_and_model_identity(memory_broker, memory_service):
+    service = memory_service(memory_broker, "--interval", "1", "--subscription", "plain")
     wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
-    publish_full_window(activemq)
+    publish_full_window(service)
     matrix = wait_for(lambda: predicted_link(service.url), what="a predicted utilisation")
     card = json.loads((DEFAULT_BUNDLE / CARD_FILE).read_text())
     assert matrix["model"]["version"] == card["version"]
@@ -72,22 +69,20 @@ def test_shipped_model_fills_utilisation_and_model_identity(activemq, nettel_ser
 
 
 def test_reload_swaps_the_model_keeps_state_and_refuses_bad_bundles(
-    activemq, nettel_service, bundle_copy
+    memory_broker, memory_service, bundle_copy
 ):
-    service = nettel_service(
-        activemq.brokers,
+    service = memory_service(
+        memory_broker,
         "--interval",
         "1",
         "--subscription",
         "plain",
-        "--client-id",
-        "model-2",
         "--model",
         str(bundle_copy),
         env={"NETTEL_ADMIN_TOKEN": TOKEN},
     )
     wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
-    publish_full_window(activemq)
+    publish_full_window(service)
     before = wait_for(lambda: predicted_link(service.url), what="a predicted utilisation")
     reload_url = f"{service.url}/admin/reload-model"
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -114,14 +109,13 @@ def test_reload_swaps_the_model_keeps_state_and_refuses_bad_bundles(
 
     shutil.copy(DEFAULT_BUNDLE / MODEL_FILE, bundle_copy / MODEL_FILE)
     set_card_version(bundle_copy, "reloaded-by-sighup")
-    service.process.send_signal(signal.SIGHUP)
+    service.runtime.reload()  # what SIGHUP runs
     wait_for(
         lambda: (
             (m := predicted_link(service.url)) and m["model"]["version"] == "reloaded-by-sighup"
         ),
         what="the SIGHUP reload",
     )
-    assert service.process.poll() is None
 
 
 def test_a_bundle_with_features_the_service_lacks_is_refused_at_start(bundle_copy):

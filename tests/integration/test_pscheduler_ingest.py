@@ -1,6 +1,6 @@
-"""A real `nettel serve` taking pScheduler runs over HTTP, as a toolkit's http archiver PUTs them,
-beside the bus: the run's link shows in /costmatrix with the sample's statistics, and the bus
-messages for the same link land in the same row."""
+"""The service taking pScheduler runs over HTTP, as a toolkit's http archiver PUTs them, beside
+the bus (the in-memory broker): the run's link shows in /costmatrix with the sample's
+statistics, and the bus messages for the same link land in the same row."""
 
 from __future__ import annotations
 
@@ -10,14 +10,11 @@ import httpx
 import pytest
 
 from devtools.metrics_reader import metric_value
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
 from tests.integration.wire import current_minute_ts, get_json, sample_body
 from tests.run_factory import DESTINATION_HOST, SOURCE_HOST, run_body
-
-pytestmark = pytest.mark.broker
 
 TOKEN = "toolkit-token-3b9c"
 #: What the archiver sends with the archives.d example of docs/pscheduler.md.
@@ -31,12 +28,12 @@ REAL = {"mean": 2.9321, "median": 2.6, "std": 4.3168, "min": 2.51, "p95": 2.75}
 
 
 @pytest.fixture
-def service(activemq, nettel_service, tmp_path):
+def service(memory_broker, memory_service, tmp_path):
     topology = tmp_path / "topology.yaml"
     topology.write_text(f"SITE-A: [{SOURCE_HOST}]\nSITE-B: [198.51.100.20]\n")
     args = ("--interval", "1", "--model", "none", "--subscription", "plain")
-    return nettel_service(
-        activemq.brokers,
+    return memory_service(
+        memory_broker,
         *args,
         "--topology",
         str(topology),
@@ -48,7 +45,7 @@ def links_between(url: str, source: str) -> list[dict]:
     return (get_json(f"{url}/costmatrix", source=source) or {}).get("links", [])
 
 
-def test_runs_put_over_http_reach_the_matrix_and_share_the_bus_row(service, activemq):
+def test_runs_put_over_http_reach_the_matrix_and_share_the_bus_row(service):
     ingest = f"{service.url}/ingest/pscheduler"
     posted = time.time()
     put = httpx.put(ingest, content=run_body(posted, run_id="r-1"), headers=ARCHIVER_HEADERS)
@@ -68,7 +65,7 @@ def test_runs_put_over_http_reach_the_matrix_and_share_the_bus_row(service, acti
     assert metric_value(service.url, "nettel_pscheduler_runs_total", outcome="duplicate") == 1
 
     bus_minute = current_minute_ts(3)  # the bus sample's link, with IPs and the same host names
-    publisher = StompClient(activemq.brokers)
+    publisher = service.publisher()
 
     def one_row_with_both() -> dict | None:
         """Publish (again: a plain subscription drops what comes before it exists) and look."""

@@ -1,5 +1,5 @@
-"""`nettel serve` against a real broker (ActiveMQ, then RabbitMQ): messages in over STOMP,
-matrix out over HTTP."""
+"""The service fed through its broker subscription (the in-memory broker as ActiveMQ, then as
+RabbitMQ): messages in, matrix out over HTTP, readiness following the broker."""
 
 from __future__ import annotations
 
@@ -9,14 +9,11 @@ import httpx
 import pytest
 
 from devtools.metrics_reader import metric_value
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.analysis.features import FEATURE_NAMES
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
 from tests.integration.wire import current_minute_ts, get_json, sample_body
-
-pytestmark = pytest.mark.broker
 
 
 def link_in(matrix: dict | None, source: str, destination: str) -> dict | None:
@@ -27,32 +24,23 @@ def link_in(matrix: dict | None, source: str, destination: str) -> dict | None:
 
 
 @pytest.fixture
-def service(stomp_broker, nettel_service, tmp_path):
+def service(flavoured_memory_broker, memory_service, tmp_path):
     topology = tmp_path / "topology.yaml"
     topology.write_text(
         "SITE-A: [ps-latency.site-a.example.org]\n"
         "SITE-B: [198.51.100.20]\n"
         "SITE-C: [ps-lat.site-c.example.com]\n"
     )
-    # a client-id of its own: the default one's durable subscription on the session broker holds
-    # what other tests published after their service stopped (an extra minute of a sample link)
-    client_id = f"wire-{tmp_path.name}"
-    service = nettel_service(
-        stomp_broker.brokers,
-        "--interval",
-        "1",
-        "--topology",
-        str(topology),
-        "--client-id",
-        client_id,
+    service = memory_service(
+        flavoured_memory_broker, "--interval", "1", "--topology", str(topology)
     )
     wait_for(lambda: get_json(f"{service.url}/readyz"), what="ready (subscribed)")
     return service
 
 
 @pytest.fixture
-def publisher(stomp_broker):
-    pub = StompClient(stomp_broker.brokers)
+def publisher(service):
+    pub = service.publisher()
     yield pub
     pub.close()
 
@@ -186,11 +174,11 @@ def test_malformed_burst_is_counted_by_reason_and_valid_messages_all_land(servic
     assert metric_value(service.url, "nettel_broker_connected") == 1.0
 
 
-def test_readyz_turns_503_when_the_broker_stops(broker_factory, nettel_service):
-    broker = broker_factory()
-    service = nettel_service(broker.brokers, "--interval", "1", "--heartbeat-ms", "1000")
+def test_readyz_turns_503_when_the_broker_stops(flavoured_memory_broker, memory_service):
+    broker = flavoured_memory_broker
+    service = memory_service(broker, "--interval", "1", "--heartbeat-ms", "1000")
     wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
-    broker.kill()
+    broker.stop()
     response = wait_for(
         lambda: (r := httpx.get(f"{service.url}/readyz")).status_code == 503 and r,
         timeout=20,
@@ -198,7 +186,8 @@ def test_readyz_turns_503_when_the_broker_stops(broker_factory, nettel_service):
     )
     assert "not connected to a broker" in response.json()["problems"]
     assert metric_value(service.url, "nettel_broker_connected") == 0.0
-    assert service.process.poll() is None
+    broker.start()
+    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready again")
 
 
 def test_openapi_docs_are_served(service):
