@@ -4,7 +4,9 @@ The document is the alarm as `GET /alarms` shows it (`service.publish.alarm_view
 carries what a pS-Dash-style consumer of OSG's Alarms and Alerts reads (`category`, `event` =
 `kind`, `body`, `tags` = sites, `source` = the evidence), plus AAAS's `subcategory` for the kind,
 `action` ("open" or "close") and `at` (epoch s of the event). STOMP headers `alarm_id`,
-`alarm_kind` and `alarm_action` let a consumer select events without reading the body.
+`alarm_kind` and `alarm_action` let a consumer select events without reading the body (no
+`timestamp` header: ActiveMQ takes it for JMSTimestamp, an integer of milliseconds, and drops
+the connection of a frame whose value is not one).
 
 The messages go over the telemetry publisher's connection and queue
 (`TelemetryPublisher.send_messages`): only while this instance publishes telemetry (the
@@ -52,7 +54,6 @@ def alarm_message(event: AlarmEvent, topic: str, matrix: CostMatrix | None) -> O
         "alarm_id": alarm.id,
         "alarm_kind": alarm.kind.value,
         "alarm_action": event.action,
-        "timestamp": str(event.at),
     }
     return topic, headers, orjson.dumps(document)
 
