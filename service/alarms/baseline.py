@@ -109,39 +109,35 @@ class DelayBaseline:
         rows, medians, stds = rows[present], medians[present], stds[present]
         if not len(rows):
             return
-        weight = self._weight_of(minute)
+        weight = self.weight_of(minute)
         empty = self.offset[rows] == EMPTY
-        self.offset[rows[empty]] = _global_bin(medians[empty]) - ANCHOR_BIN
-        local = _global_bin(medians) - self.offset[rows].astype(np.int64)
+        self.offset[rows[empty]] = global_bin(medians[empty]) - ANCHOR_BIN
+        local = global_bin(medians) - self.offset[rows].astype(np.int64)
         self.weights[np.clip(local, 0, BINS - 1), rows] += np.float32(weight)  # rows distinct
         self.value_sum[rows] += np.float32(weight) * medians.astype(np.float32)
         log_jitter = np.log(np.maximum(stds, FLOOR_MS)).astype(np.float32)
         self.log_jitter_sum[rows] += np.float32(weight) * log_jitter
         outside = (local < 0) | (local >= BINS)
         if outside.any():
-            self._follow(rows[outside], medians[outside])
+            self.follow(rows[outside], medians[outside])
 
     def stats(self, now_minute: int, rows: slice | np.ndarray = slice(None)) -> BaselineStats:
         """The baseline statistics of the links in `rows` (all by default)."""
-        weights = self.weights[:, rows]
-        cumulative = np.empty_like(weights)
-        np.cumsum(weights[:1], axis=0, out=cumulative[:1])
-        for bin_number in range(1, BINS):  # one vector addition per bin, over every link
-            np.add(cumulative[bin_number - 1], weights[bin_number], out=cumulative[bin_number])
+        cumulative = cumulative_bins(self.weights[:, rows])
         total = cumulative[-1].astype(np.float64)
         has = total > 0
         safe = np.where(has, total, 1.0)
         offset = self.offset[rows]
         p25, p75, p95 = (
-            np.where(has, _quantile(cumulative, q * total, offset), np.nan)
+            np.where(has, binned_quantile(cumulative, q * total, offset), np.nan)
             for q in (0.25, 0.75, 0.95)
         )
         mean = np.where(has, self.value_sum[rows] / safe, np.nan)
         jitter = np.where(has, np.exp(self.log_jitter_sum[rows] / safe), np.nan)
-        minutes = total / self._weight_of(now_minute)
+        minutes = total / self.weight_of(now_minute)
         return BaselineStats(p25, p75, p95, mean, jitter, minutes)
 
-    def _weight_of(self, minute: int) -> float:
+    def weight_of(self, minute: int) -> float:
         """A minute's weight; rescales every weight first when it would grow too large."""
         age = (minute - self.epoch_minute) / TAU_MINUTES
         if age > _RESCALE_AFTER:
@@ -153,7 +149,7 @@ class DelayBaseline:
             age = 0.0
         return float(np.exp(age))
 
-    def _follow(self, rows: np.ndarray, medians: np.ndarray) -> None:
+    def follow(self, rows: np.ndarray, medians: np.ndarray) -> None:
         """Move the window of the rows whose clamped end bin holds over half their weight to
         their newest value, merging the old bins into the new window's."""
         weights = self.weights[:, rows].T
@@ -162,7 +158,7 @@ class DelayBaseline:
         rows, medians, weights = rows[moved], medians[moved], weights[moved]
         if not len(rows):
             return
-        new_offset = _global_bin(medians) - ANCHOR_BIN
+        new_offset = global_bin(medians) - ANCHOR_BIN
         shift = self.offset[rows].astype(np.int64) - new_offset
         target = np.clip(np.arange(BINS)[None, :] + shift[:, None], 0, BINS - 1)
         merged = np.zeros_like(weights)
@@ -171,7 +167,7 @@ class DelayBaseline:
         self.offset[rows] = new_offset
 
 
-def _quantile(cumulative: np.ndarray, level: np.ndarray, offset: np.ndarray) -> np.ndarray:
+def binned_quantile(cumulative: np.ndarray, level: np.ndarray, offset: np.ndarray) -> np.ndarray:
     """Where each link's cumulative weight (bins x links) reaches `level`, linear within the
     bin in log space: one pass over the bins, each a few vector operations over the links."""
     bin_index = np.zeros(cumulative.shape[1], np.int64)
@@ -189,7 +185,16 @@ def _quantile(cumulative: np.ndarray, level: np.ndarray, offset: np.ndarray) -> 
     return np.asarray(np.exp(exponent * _LOG_GAMMA))
 
 
-def _global_bin(values: np.ndarray) -> np.ndarray:
+def cumulative_bins(weights: np.ndarray) -> np.ndarray:
+    """Running sums over the bins (bins x links), one vector addition per bin."""
+    cumulative = np.empty_like(weights)
+    np.cumsum(weights[:1], axis=0, out=cumulative[:1])
+    for bin_number in range(1, len(weights)):
+        np.add(cumulative[bin_number - 1], weights[bin_number], out=cumulative[bin_number])
+    return cumulative
+
+
+def global_bin(values: np.ndarray) -> np.ndarray:
     """The global log bin of each delay (ms); values at or below FLOOR_MS go to its bin."""
     logged = np.log(np.maximum(values.astype(np.float64), FLOOR_MS)) / _LOG_GAMMA
     return np.floor(logged).astype(np.int64)

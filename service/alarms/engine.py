@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -84,6 +84,9 @@ class EngineState:
     offset: np.ndarray
     latches: dict[LinkCondition, Latches]
     clock: Latches
+    #: A profile's own arrays: per row (after the row's link) and per clock host.
+    rows: dict[str, np.ndarray] = field(default_factory=dict)
+    hosts: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class AlarmEngine:
@@ -108,6 +111,12 @@ class AlarmEngine:
         self.keys: tuple[list[str], list[str]] = ([], [])
         self.names_version = -1
         self._clock_hosts: list[str] = []
+        #: A profile's own arrays, per row and per host (of `_clock_hosts`), zero when new.
+        self.row_arrays: dict[str, np.ndarray] = {}
+        self.host_arrays: dict[str, np.ndarray] = {}
+        #: What a new row of a `row_arrays` array holds, where not 0.
+        self.row_fill: dict[str, int] = {}
+        self._latched: _Latched | None = None
         self._refresh_from = 0
         #: Refresh every link's norms at the next minute (after a restore).
         self._refresh_all = False
@@ -135,6 +144,8 @@ class AlarmEngine:
                 offset=baseline.offset.copy(),
                 latches={c: _copied(latches) for c, latches in self.latches.items()},
                 clock=_copied(self.clock),
+                rows={name: array.copy() for name, array in self.row_arrays.items()},
+                hosts={name: array.copy() for name, array in self.host_arrays.items()},
             )
 
     def restore(self, state: EngineState) -> None:
@@ -149,6 +160,15 @@ class AlarmEngine:
             self.latches = {c: _copied(latches) for c, latches in state.latches.items()}
             self.clock = _copied(state.clock)
             self._clock_hosts = list(state.clock_hosts)
+            self.row_arrays = {
+                name: _saved_or_new(state.rows.get(name), own, n, self.row_fill.get(name, 0))
+                for name, own in self.row_arrays.items()
+            }
+            hosts = len(state.clock_hosts)
+            self.host_arrays = {
+                name: _saved_or_new(state.hosts.get(name), own, hosts, 0)
+                for name, own in self.host_arrays.items()
+            }
             self.keys = (list(state.sources), list(state.destinations))
             self.names_version = -1  # the first view's rows are matched by link
             self.threshold, self.mean, self.jitter = (
@@ -173,20 +193,28 @@ class AlarmEngine:
             )
             for minute in range(start, due + 1):
                 newest = np.where(view.latest_minute == minute, probability, np.nan)
-                latched = self._step(view, minute, newest)
+                self._evaluate_minute(view, minute, newest)
                 for old in range(max(folded + 1, first), minute - BASELINE_LAG_MINUTES + 1):
                     self._fold(view, old)
                 folded = max(folded, minute - BASELINE_LAG_MINUTES)
                 self._refresh_limits(minute)
             self.last_minute = due
-            grouping = Grouping(view, self.ends)
             open_alarms = {(a.kind, a.subject): a for a in self.book.open_alarms()}
-            specs = grouping.specs(latched.links, latched.clocks, open_alarms)
-            return _reconcile(specs, open_alarms, view, view.taken_at)
+            specs = self._specs(view, open_alarms)
+            return [] if specs is None else reconcile(specs, open_alarms, view, view.taken_at)
+
+    def _specs(
+        self, view: StateView, open_alarms: dict[tuple[AlarmKind, str], Alarm]
+    ) -> dict[tuple[AlarmKind, str], AlarmSpec] | None:
+        """The alarms that should be open after the minutes just evaluated (None: no change)."""
+        latched = self._latched
+        if latched is None:
+            return None
+        return Grouping(view, self.ends).specs(latched.links, latched.clocks, open_alarms)
 
     # -- one minute ----------------------------------------------------------------------------
 
-    def _step(self, view: StateView, minute: int, probability: np.ndarray) -> _Latched:
+    def _evaluate_minute(self, view: StateView, minute: int, probability: np.ndarray) -> None:
         values = rules.minute_values(view, minute)
         norms = rules.LinkNorms(self.threshold, self.mean, self.jitter)
         queue = rules.queue_signs(values, norms, view)
@@ -210,7 +238,7 @@ class AlarmEngine:
         self.clock.step(
             minute, clock.verdict.condition, clock.verdict.clean, self.rules.open_after(None), close
         )
-        return _Latched(
+        self._latched = _Latched(
             {c: self._latched_links(c, values, probability) for c in LinkCondition},
             self._latched_clocks(clock),
         )
@@ -303,6 +331,10 @@ class AlarmEngine:
         self.baseline.take(old, n)
         for latches in self.latches.values():
             latches.take(old, n)
+        self.row_arrays = {
+            name: _taken(array, old, n, self.row_fill.get(name, 0))
+            for name, array in self.row_arrays.items()
+        }
         self.threshold = _taken(self.threshold, old, n)
         self.mean = _taken(self.mean, old, n)
         self.jitter = _taken(self.jitter, old, n)
@@ -314,6 +346,10 @@ class AlarmEngine:
             hosts = self.ends.hosts
             old_hosts = np.fromiter((code_of.get(h, -1) for h in hosts), np.int64, len(hosts))
             self.clock.take(old_hosts, len(hosts))
+            self.host_arrays = {
+                name: _taken(array, old_hosts, len(hosts), 0)
+                for name, array in self.host_arrays.items()
+            }
             self._clock_hosts = list(hosts)
 
 
@@ -323,7 +359,7 @@ class _Latched:
     clocks: LatchedHosts
 
 
-def _reconcile(
+def reconcile(
     specs: dict[tuple[AlarmKind, str], AlarmSpec],
     open_alarms: dict[tuple[AlarmKind, str], Alarm],
     view: StateView,
@@ -366,8 +402,17 @@ def _numbers(**values: float | np.floating) -> dict[str, float | int | str]:
     return {key: round(float(v), 4) for key, v in values.items() if not np.isnan(v)}
 
 
-def _taken(array: np.ndarray, old: np.ndarray, n: int) -> np.ndarray:
-    result = np.full(n, np.nan, array.dtype)
+def _saved_or_new(saved: np.ndarray | None, own: np.ndarray, size: int, fill: int) -> np.ndarray:
+    """A profile's saved array, or a new one when the state saved has none like it (another
+    profile's)."""
+    if saved is not None and saved.dtype == own.dtype and saved.shape[1:] == own.shape[1:]:
+        return saved.copy()
+    return np.full((size, *own.shape[1:]), fill, own.dtype)
+
+
+def _taken(array: np.ndarray, old: np.ndarray, n: int, fill: float = np.nan) -> np.ndarray:
+    """Entry i is `array[old[i]]`, or `fill` where `old[i]` is -1 (over the first axis)."""
+    result = np.full((n, *array.shape[1:]), fill, array.dtype)
     kept = old >= 0
     result[kept] = array[old[kept]]
     return result

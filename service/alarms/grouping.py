@@ -123,18 +123,22 @@ class Grouping:
                 for site in sorted(open_groups.get(AlarmKind.FIREWALL_ISSUE, ())):
                     members = self._touching(unclaimed, site, inbound_only=True)
                     if members:
-                        spec = self._group(AlarmKind.FIREWALL_ISSUE, site, members, latched, rows)
-                        specs.append(self._with_sources(spec))
+                        spec = self.group_spec(
+                            AlarmKind.FIREWALL_ISSUE, site, members, latched, rows
+                        )
+                        specs.append(self.with_sources(spec))
                         unclaimed -= set(members)
             for subject in sorted(open_groups.get(group_kind, ())):
                 members = self._touching(unclaimed, subject)
                 if members:
-                    specs.append(self._group(group_kind, subject, members, latched, rows))
+                    specs.append(self.group_spec(group_kind, subject, members, latched, rows))
                     unclaimed -= set(members)
             if condition is LinkCondition.COMPLETE_LOSS:
                 specs += self._firewalls(unclaimed, latched, rows)
             specs += self._host_groups(group_kind, unclaimed, latched, rows)
-            specs += [self._link(link_kind, row, latched, rows[row]) for row in sorted(unclaimed)]
+            specs += [
+                self.link_spec(link_kind, row, latched, rows[row]) for row in sorted(unclaimed)
+            ]
         specs += self._clocks(clocks)
         return {(spec.kind, spec.subject): spec for spec in specs}
 
@@ -157,11 +161,11 @@ class Grouping:
         for site, hosts in sorted(by_site.items()):
             members = [r for r in unclaimed if int(self.ends.destination_host[r]) in hosts]
             unclaimed -= set(members)
-            spec = self._group(AlarmKind.FIREWALL_ISSUE, site, members, latched, position)
-            specs.append(self._with_sources(spec))
+            spec = self.group_spec(AlarmKind.FIREWALL_ISSUE, site, members, latched, position)
+            specs.append(self.with_sources(spec))
         return specs
 
-    def _with_sources(self, spec: AlarmSpec) -> AlarmSpec:
+    def with_sources(self, spec: AlarmSpec) -> AlarmSpec:
         """A firewall alarm's evidence names how many source hosts lose every packet."""
         source_hosts = {int(self.ends.source_host[row]) for row in spec.rows}
         return _with(spec, source_hosts=len(source_hosts))
@@ -180,7 +184,7 @@ class Grouping:
         grouped: dict[int, list[int]] = {}
         for host, rows in sorted(touching.items(), key=lambda item: -len(item[1])):
             rows = [row for row in rows if row in unclaimed]
-            reached = self._other_sites(host, rows)
+            reached = self.other_sites(host, rows)
             if len(reached) >= min(GROUP_SITES, max(2, len(self._peer_sites(host)))):
                 grouped[host] = rows
                 unclaimed -= set(rows)
@@ -188,12 +192,12 @@ class Grouping:
         for site, hosts in sorted(self.site_hosts.items()):
             if hosts and hosts <= grouped.keys():
                 members = [row for host in sorted(hosts) for row in grouped.pop(host)]
-                specs.append(self._group(kind, site, members, latched, position))
+                specs.append(self.group_spec(kind, site, members, latched, position))
         for host, rows in sorted(grouped.items()):
-            specs.append(self._group(kind, self.ends.hosts[host], rows, latched, position))
+            specs.append(self.group_spec(kind, self.ends.hosts[host], rows, latched, position))
         return specs
 
-    def _group(
+    def group_spec(
         self,
         kind: AlarmKind,
         subject: str,
@@ -213,7 +217,7 @@ class Grouping:
         onset = min(int(latched.onsets[position[row]]) for row in rows)
         return AlarmSpec(kind, subject, tuple(rows), tuple(hosts), tuple(sites), onset, evidence)
 
-    def _link(self, kind: AlarmKind, row: int, latched: LatchedLinks, at: int) -> AlarmSpec:
+    def link_spec(self, kind: AlarmKind, row: int, latched: LatchedLinks, at: int) -> AlarmSpec:
         view = self.view
         source = view.source_hosts[row] or view.sources[row]
         destination = view.destination_hosts[row] or view.destinations[row]
@@ -233,12 +237,12 @@ class Grouping:
         for site, hosts in sorted(self.site_hosts.items()):
             if hosts and hosts <= latched.keys():
                 positions = [latched.pop(host) for host in sorted(hosts)]
-                specs.append(self._host_spec(site, sorted(hosts), positions, clocks))
+                specs.append(self.host_spec(site, sorted(hosts), positions, clocks))
         for host, position in sorted(latched.items()):
-            specs.append(self._host_spec(self.ends.hosts[host], [host], [position], clocks))
+            specs.append(self.host_spec(self.ends.hosts[host], [host], [position], clocks))
         return specs
 
-    def _host_spec(
+    def host_spec(
         self, subject: str, hosts: list[int], at: list[int], clocks: LatchedHosts
     ) -> AlarmSpec:
         evidence = _summary([clocks.evidence[i] for i in at])
@@ -268,7 +272,7 @@ class Grouping:
             or (not inbound_only and int(self.ends.source_host[row]) in hosts)
         ]
 
-    def _other_sites(self, host: int, rows: list[int]) -> set[str]:
+    def other_sites(self, host: int, rows: list[int]) -> set[str]:
         """The sites (hosts without one: the host) at the other end of `rows` from `host`."""
         own = self.ends.host_site[host]
         reached = set()
@@ -285,7 +289,7 @@ class Grouping:
         rows = np.flatnonzero(
             (self.ends.source_host == host) | (self.ends.destination_host == host)
         )
-        return self._other_sites(host, rows.tolist())
+        return self.other_sites(host, rows.tolist())
 
     def _sites_of(self, rows: list[int]) -> list[str]:
         sites: dict[str, None] = {}

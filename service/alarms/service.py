@@ -4,25 +4,16 @@ and, with --state-dir, their state saved every snapshot interval and at stop."""
 from __future__ import annotations
 
 import logging
-from typing import Protocol
 
-import numpy as np
-
+from service.alarms.aaas import AaasEngine
 from service.alarms.book import AlarmBook
 from service.alarms.engine import AlarmEngine, AlarmRules
-from service.alarms.records import AlarmEvent
 from service.alarms.store import AlarmStore
 from service.analysis.link_analysis import LinkAnalysis
 from service.config import Settings
 from service.lifecycle import BackgroundLoop
 from service.matrix.snapshot import CostMatrix
 from service.state.link_state import StateView
-
-
-class Evaluator(Protocol):
-    """What raises and ends alarms from a cycle's view (one per profile)."""
-
-    def evaluate(self, view: StateView, probability: np.ndarray) -> list[AlarmEvent]: ...
 
 
 class AlarmService:
@@ -51,7 +42,8 @@ class AlarmService:
         if not settings.alarms:
             return None
         book = AlarmBook()
-        engine = AlarmEngine(book, alarm_rules(settings))
+        profile = AaasEngine if settings.alarm_profile == "aaas" else AlarmEngine
+        engine = profile(book, alarm_rules(settings))
         store = AlarmStore(settings.state_dir) if settings.state_dir else None
         if store is not None:
             store.load(book, engine)
@@ -88,7 +80,7 @@ class AlarmService:
 
 
 def alarm_rules(settings: Settings) -> AlarmRules:
-    """The short profile's windows from the settings."""
+    """The windows from the settings (the aaas profile reads only the settle time)."""
     return AlarmRules(
         open_minutes=settings.alarm_open_minutes,
         delay_open_minutes=settings.alarm_delay_open_minutes,

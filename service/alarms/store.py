@@ -185,6 +185,8 @@ def encode_engine(state: EngineState) -> bytes:
     for condition, latches in state.latches.items():
         arrays |= latches.arrays(f"latches/{condition.value}")
     arrays |= state.clock.arrays("clock")
+    arrays |= {f"rows/{name}": array for name, array in state.rows.items()}
+    arrays |= {f"hosts/{name}": array for name, array in state.hosts.items()}
     index = {
         "version": FORMAT_VERSION,
         "last_minute": state.last_minute,
@@ -216,7 +218,14 @@ def decode_engine(data: bytes) -> EngineState:
     expected = set(_ROW_ARRAYS)
     expected |= {f"latches/{c.value}/{name}" for c in LinkCondition for name in _LATCH_ARRAYS}
     expected |= {f"clock/{name}" for name in _LATCH_ARRAYS}
-    _expect(set(arrays) == expected, "the arrays differ from this version's")
+    extra = {name for name in arrays if name.startswith(("rows/", "hosts/"))}
+    _expect(set(arrays) - extra == expected, "the arrays differ from this version's")
+    for name in extra:
+        array = arrays[name]
+        size = n if name.startswith("rows/") else hosts
+        _expect(array.ndim in (1, 2) and len(array) == size, f"{name}: shape")
+        _expect(array.dtype.kind in "fiu", f"{name}: type")
+        _expect(bool(np.isfinite(array).all()), f"{name} not finite")
     for name, (dtype, binned) in _ROW_ARRAYS.items():
         _shape(arrays, name, dtype, (BINS, n) if binned else (n,))
     for prefix, size in [(f"latches/{c.value}", n) for c in LinkCondition] + [("clock", hosts)]:
@@ -235,6 +244,8 @@ def decode_engine(data: bytes) -> EngineState:
         offset=arrays["baseline/offset"],
         latches={c: _latches(arrays, f"latches/{c.value}") for c in LinkCondition},
         clock=_latches(arrays, "clock"),
+        rows={name[5:]: arrays[name] for name in extra if name.startswith("rows/")},
+        hosts={name[6:]: arrays[name] for name in extra if name.startswith("hosts/")},
     )
 
 
