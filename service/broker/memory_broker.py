@@ -172,6 +172,12 @@ class MemoryBroker:
             queue = self._queues.get(name)
             return 0 if queue is None else len(queue.messages)
 
+    def consumers(self, name: str) -> int:
+        """Subscriptions reading queue `name` now (0 for no such queue)."""
+        with self._lock:
+            queue = self._queues.get(name)
+            return 0 if queue is None else len(queue.consumers)
+
     def declare_queue(self, name: str, arguments: Mapping[str, object] | None = None) -> None:
         """Declare durable queue `name` as an operator would (RabbitMQ: `/amq/queue/NAME`);
         ``x-single-active-consumer: true`` makes it deliver to one consumer at a time."""
