@@ -1,7 +1,7 @@
 """`GET /alarms` (open alarms and the recent closed ones, filtered) and `GET /alarms/stream`
 (their open and close events as server-sent events), with the response schemas.
 
-Both answer 503 when this instance raises no alarms (the alarm book is off): an empty list would
+Both answer 503 when this instance raises no alarms (`--alarms false`): an empty list would
 read as "no alarm" to a dashboard or a script, which it is not.
 """
 
@@ -86,9 +86,9 @@ Limit = Annotated[
     Query(ge=0, le=CLOSED_MAX, description="closed alarms at most (the most recently ended)"),
 ]
 
-#: 503 when the alarm book is off.
+#: 503 with --alarms false.
 DISABLED: dict[int | str, dict[str, Any]] = {
-    503: {"description": "this instance raises no alarms (the alarm book is off)"}
+    503: {"description": "this instance raises no alarms (--alarms false)"}
 }
 ServedMatrix = Annotated[CostMatrix | None, Depends(served_matrix)]
 TopologySites = Annotated[list[str], Depends(topology_sites)]

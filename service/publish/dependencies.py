@@ -86,7 +86,7 @@ def get_alto_updates(publishers: PublishersDep) -> AltoUpdates:
 async def alarm_feed(publishers: PublishersDep) -> AlarmFeed:
     """The alarm book and stream; 503 when this instance raises no alarms."""
     if publishers.alarms is None:
-        raise HTTPException(503, "this instance raises no alarms (the alarm book is off)")
+        raise HTTPException(503, "this instance raises no alarms (--alarms false)")
     return publishers.alarms
 
 

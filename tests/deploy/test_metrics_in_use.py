@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
+from service.alarms.records import AlarmKind
 from service.config import LOSS_TOPIC, Settings
 from service.errors import RejectReason
 from service.ingest.archive_backfill import DatapointOutcome, LinkOutcome
@@ -223,6 +224,9 @@ def sample_labels(runtime: Runtime) -> dict[str, dict[str, str]]:
         "nettel_warm_start_rejected_total": {"check": ContentCheck.LINK_LIMIT.value},
         "nettel_cycle_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_sse_streams": {"endpoint": "alto_updates"},
+        "nettel_alarms_open": {"kind": AlarmKind.FIREWALL_ISSUE.value},
+        "nettel_alarm_events_total": {"kind": AlarmKind.FIREWALL_ISSUE.value, "action": "open"},
+        "nettel_site_alarms_open": {"kind": AlarmKind.FIREWALL_ISSUE.value, "site": "SITE-A"},
         "nettel_http_refused_total": {"reason": next(iter(HttpRefusal)).value},
         "nettel_inference_duration_seconds_bucket": {"le": "+Inf"},
         "nettel_link_cost": {
