@@ -1,4 +1,5 @@
-// nettel live view: a site x site cost heatmap fed by /costmatrix/stream?level=site (SSE).
+// nettel live view: a site x site cost heatmap fed by /costmatrix/stream?level=site (SSE), with
+// the open network alarms (/alarms/stream, SSE) listed and their site pairs outlined.
 // Plain DOM and SVG, no libraries; every text from the service is set with textContent.
 "use strict";
 
@@ -33,6 +34,7 @@
     history: new Map(), // pair key -> [[generated_at, utilisation], ...] seen by this page
     detailLoadedAt: 0,
     detailToken: 0,
+    alarms: new Map(), // alarm id -> open alarm (the /alarms record)
   };
 
   const byId = (id) => document.getElementById(id);
@@ -92,6 +94,80 @@
       }
       applyUpdate(changes.generated_at);
     });
+  }
+
+  // Open alarms: all of them on connect (`alarms`), then each opened or closed; the list and the
+  // heatmap's outlines follow. A 503 (alarms off, or too many streams) ends the stream for good.
+  function connectAlarms() {
+    const events = new EventSource("alarms/stream");
+    events.addEventListener("alarms", (event) => {
+      const current = JSON.parse(event.data).open;
+      state.alarms = new Map(current.map((alarm) => [alarm.id, alarm]));
+      alarmsChanged("");
+    });
+    events.addEventListener("open", (event) => {
+      if (event.data === undefined) return; // EventSource's own "connected", not an alarm
+      const alarm = JSON.parse(event.data);
+      state.alarms.set(alarm.id, alarm);
+      alarmsChanged("");
+    });
+    events.addEventListener("close", (event) => {
+      state.alarms.delete(JSON.parse(event.data).id);
+      alarmsChanged("");
+    });
+    events.addEventListener("error", () => {
+      const closed = events.readyState === EventSource.CLOSED;
+      alarmsChanged(closed ? "alarms unavailable: this service raises none, or its streams are full"
+        : "reconnecting to the alarm stream");
+    });
+  }
+
+  function alarmsChanged(note) {
+    byId("alarm-note").textContent = note;
+    renderAlarms();
+    if (state.generatedAt !== null) renderHeatmap();
+  }
+
+  // site pair key -> the open alarms on one or more of its links
+  function alarmsByPair() {
+    const pairs = new Map();
+    for (const alarm of state.alarms.values()) {
+      for (const pair of alarm.site_pairs || []) {
+        const key = pairKey(pair.source, pair.destination);
+        pairs.set(key, [...(pairs.get(key) || []), alarm]);
+      }
+    }
+    return pairs;
+  }
+
+  function renderAlarms() {
+    const alarms = [...state.alarms.values()].sort((a, b) => b.opened_at - a.opened_at);
+    const count = byId("alarm-count");
+    count.textContent = String(alarms.length);
+    count.className = `pill${alarms.length ? " raised" : ""}`;
+    byId("alarm-list").replaceChildren(...alarms.map((alarm) => {
+      const item = document.createElement("li");
+      item.dataset.alarmId = alarm.id;
+      item.dataset.kind = alarm.kind;
+      const cells = [
+        ["kind", alarm.kind],
+        ["since", `since ${new Date(alarm.opened_at * 1000).toLocaleTimeString()}`],
+        ["body", `${alarm.body} (${alarm.tags.join(", ") || "no site"})`],
+      ];
+      item.replaceChildren(...cells.map(([cls, text]) => {
+        const span = document.createElement("span");
+        span.className = cls;
+        span.textContent = text;
+        return span;
+      }));
+      const [first] = alarm.site_pairs || [];
+      if (first) {
+        item.classList.add("pairs");
+        item.title = "show this site pair";
+        item.addEventListener("click", () => selectPair(first.source, first.destination));
+      }
+      return item;
+    }));
   }
 
   function setConnection(text, cls) {
@@ -158,6 +234,7 @@
     const cell = Math.max(14, Math.min(34, Math.floor(640 / Math.max(sites.length, 1))));
     const margin = 12 + 6.6 * Math.max(4, ...sites.map((site) => site.length));
     const svg = byId("heatmap");
+    const alarms = alarmsByPair();
     svg.replaceChildren();
     addPatterns(svg);
     svg.setAttribute("width", margin + columns.length * cell + margin / 2);  // room for the last rotated label
@@ -172,7 +249,7 @@
       const label = svgElement("text", { x: margin - 6, y: y + cell / 2 + 4, "text-anchor": "end" }, svg);
       label.textContent = source;
       columns.forEach((destination, j) => {
-        drawCell(svg, source, destination, margin + j * cell, y, cell, congestedOnly);
+        drawCell(svg, source, destination, margin + j * cell, y, cell, congestedOnly, alarms);
       });
     });
   }
@@ -194,7 +271,7 @@
     svgElement("line", { x1: 0, y1: 0, x2: 0, y2: 5, stroke: "#111827", "stroke-width": 1.6 }, clock);
   }
 
-  function drawCell(svg, source, destination, x, y, size, congestedOnly) {
+  function drawCell(svg, source, destination, x, y, size, congestedOnly, alarms) {
     const box = { x, y, width: size, height: size };
     if (source === destination) {
       svgElement("rect", { ...box, class: "diagonal" }, svg);
@@ -208,6 +285,8 @@
     if (flag("stale")) classes.push("stale");
     if (flag("clock_suspect")) classes.push("clock-suspect");
     if (congestedOnly && !flag("congested")) classes.push("dimmed");
+    const raised = alarms.get(pairKey(source, destination)) || [];
+    if (raised.length) classes.push("alarm");
     if (state.selected && state.selected[0] === source && state.selected[1] === destination) {
       classes.push("selected");
     }
@@ -220,11 +299,19 @@
       "data-congested": String(flag("congested")),
       "data-stale": String(flag("stale")),
       "data-clock-suspect": String(flag("clock_suspect")),
+      "data-alarms": String(raised.length),
     }, svg);
     if (flag("clock_suspect")) {
       const dimmed = classes.includes("dimmed") ? " dimmed" : "";
       const overlay = { ...box, class: `clock-overlay${dimmed}`, fill: "url(#clock-hatch)" };
       svgElement("rect", overlay, svg).setAttribute("data-source", source);
+    }
+    if (raised.length) {
+      const dimmed = classes.includes("dimmed") ? " dimmed" : "";
+      const inset = { x: x + 1.5, y: y + 1.5, width: size - 3, height: size - 3 };
+      const mark = svgElement("rect", { ...inset, class: `alarm-mark${dimmed}` }, svg);
+      mark.setAttribute("data-source", source);
+      mark.setAttribute("data-destination", destination);
     }
     rect.addEventListener("mousemove", (event) => showTooltip(event, source, destination));
     rect.addEventListener("mouseleave", hideTooltip);
@@ -238,7 +325,9 @@
     const link = state.links.get(pairKey(source, destination));
     const title = document.createElement("strong");
     title.textContent = `${source} → ${destination}`;
-    tooltip.replaceChildren(title, ...tooltipLines(link).map((line) => {
+    const raised = alarmsByPair().get(pairKey(source, destination)) || [];
+    const lines = [...raised.map((alarm) => `alarm: ${alarm.body}`), ...tooltipLines(link)];
+    tooltip.replaceChildren(title, ...lines.map((line) => {
       const div = document.createElement("div");
       div.textContent = line;
       return div;
@@ -503,5 +592,6 @@
     byId("help-toggle").addEventListener("click", toggleHelp);
     byId("help-close").addEventListener("click", toggleHelp);
     connect();
+    connectAlarms();
   });
 })();

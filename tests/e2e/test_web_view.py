@@ -2,6 +2,11 @@
 the shipped model (utilisation, its interval, the congestion probability) and crafted links that
 are congested, clock-suspect (negative delays) and stale (nothing for 8 minutes).
 
+Open network alarms: listed above the heatmap and their site pairs outlined, following
+/alarms/stream as alarms open and close (a service in this process over the in-memory broker, the
+alarms recorded in its book as the engine records them), and what the page says with --alarms
+false.
+
 Needs Debian's `chromium` (/usr/bin/chromium) and the `playwright` Python package (its own browser
 download is not used). Saves a screenshot in the test's tmp dir and at out/e2e/web-view.png
 (docs/images/web-view.png is a copy of one).
@@ -24,7 +29,10 @@ from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from simulation.demo_feed import run_demo_feed
 from simulation.simulator import build_mesh
+from tests.deploy.site_mesh import mesh_messages
+from tests.deploy.site_mesh import write_topology as write_mesh_topology
 from tests.integration.wire import current_minute_ts, get_json
+from tests.publish.alarm_data import FIREWALL, HIGH_LOSS, OPENED, closed, opened
 from tests.publish.wire_data import DELAY, LOSS, delay_body, loss_body
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -271,3 +279,84 @@ def check_page(page, source: str, destination: str, pairs: int) -> None:
     expect(utilisation_axis).to_have_attribute("data-axis-low", "0")
     expect(utilisation_axis).to_have_attribute("data-axis-high", "1")
     cell.hover()
+
+
+def launch(playwright):
+    """Headless Chromium and a page whose errors are collected (the page, the list)."""
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1400, "height": 950})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    return browser, page, errors
+
+
+def test_open_alarms_are_listed_and_their_site_pairs_outlined(
+    memory_broker, memory_service, tmp_path
+):
+    topology = write_mesh_topology(tmp_path)
+    service = memory_service(
+        memory_broker, "--interval", "1", "--model", "none", "--topology", str(topology)
+    )
+    book = service.runtime.alarms
+    assert book is not None
+    service.runtime.cycle.analysis_observers.clear()  # the test records what the engine would
+    publisher = service.publisher()
+    for topic, body in mesh_messages():
+        publisher.send(topic, body)
+    publisher.close()
+    wait_for(lambda: len(site_links(service.url)) == 5, what="the mesh's five site pairs")
+    book.record([opened(HIGH_LOSS)])  # open before the page: in its first `alarms` event
+    expect = sync_api.expect
+    cell = 'rect.cell[data-source="{}"][data-destination="SITE-B"]'.format
+    mark = '#heatmap rect.alarm-mark[data-source="{}"][data-destination="SITE-B"]'.format
+
+    with sync_api.sync_playwright() as playwright:
+        browser, page, errors = launch(playwright)
+        page.goto(f"{service.url}/")
+        expect(page.locator("#alarm-count")).to_have_text("1", timeout=15_000)
+        book.record([opened(FIREWALL)])  # while the page is open: an `open` event
+        expect(page.locator("#alarm-count")).to_have_text("2")
+        items = page.locator("#alarm-list li")
+        expect(items).to_have_count(2)
+        expect(items.nth(0)).to_have_attribute("data-alarm-id", FIREWALL.id)  # newest first
+        expect(items.nth(0).locator(".kind")).to_have_text("firewall issue")
+        expect(items.nth(0).locator(".body")).to_contain_text(f"{FIREWALL.body()} (SITE-B)")
+        expect(items.nth(1).locator(".body")).to_contain_text("(SITE-A, SITE-B)")
+        expect(page.locator(f"#heatmap {cell('SITE-A')}")).to_have_attribute("data-alarms", "2")
+        expect(page.locator(f"#heatmap {cell('SITE-C')}")).to_have_attribute("data-alarms", "1")
+        expect(page.locator(f"#heatmap {cell('SITE-A')}")).to_have_class(re.compile(r"\balarm\b"))
+        expect(page.locator(mark("SITE-A"))).to_have_count(1)
+        expect(page.locator(mark("SITE-C"))).to_have_count(1)
+        expect(page.locator("#heatmap rect.alarm-mark")).to_have_count(2)
+        page.locator(f"#heatmap {cell('SITE-C')}").hover()
+        expect(page.locator("#tooltip")).to_contain_text(f"alarm: {FIREWALL.body()}")
+        page.screenshot(path=str(tmp_path / "web-view-alarms.png"), full_page=True)
+
+        items.nth(1).click()  # the loss alarm's site pair opens
+        expect(page.locator("#detail-title")).to_have_text("SITE-A → SITE-B")
+        book.record([closed(HIGH_LOSS, OPENED + 600.0)])  # a `close` event
+        expect(page.locator("#alarm-count")).to_have_text("1")
+        expect(page.locator(f"#heatmap {cell('SITE-A')}")).to_have_attribute("data-alarms", "1")
+        book.record([closed(FIREWALL, OPENED + 660.0)])
+        expect(page.locator("#alarm-count")).to_have_text("0")
+        expect(page.locator("#alarm-list li")).to_have_count(0)
+        expect(page.locator("#heatmap rect.alarm-mark")).to_have_count(0)
+        expect(page.locator(f"#heatmap {cell('SITE-A')}")).to_have_attribute("data-alarms", "0")
+        browser.close()
+    assert errors == []
+
+
+def test_the_page_says_when_the_service_raises_no_alarms(memory_broker, memory_service):
+    service = memory_service(
+        memory_broker, "--interval", "1", "--model", "none", "--alarms", "false"
+    )
+    with sync_api.sync_playwright() as playwright:
+        browser, page, _ = launch(playwright)
+        page.goto(f"{service.url}/")
+        note = page.locator("#alarm-note")
+        sync_api.expect(note).to_have_text(
+            "alarms unavailable: this service raises none, or its streams are full", timeout=15_000
+        )
+        sync_api.expect(page.locator("#alarm-list li")).to_have_count(0)
+        browser.close()
