@@ -46,7 +46,8 @@ class InMemoryService:
     _log: io.StringIO
 
     def log_text(self) -> str:
-        """The service's log so far, one JSON object a line (as `nettel serve` writes it)."""
+        """What `nettel` logged since the service was built, one JSON object a line (as `nettel
+        serve` writes it); other services of this process log into it too."""
         return self._log.getvalue()
 
     def ready_at(self, timeout: float = 30.0) -> float:

@@ -1,14 +1,15 @@
-"""`nettel serve --warm-from` against a real peer `nettel serve` and a real broker (ActiveMQ, then
-RabbitMQ): the replica is ready with the peer's exact state (15,000 full links), misses nothing
-published while it takes the snapshot, then counts every datapoint from the broker once, also
-those its warm state already holds; a refused or corrupt warm start starts from its own state
-with its reason; a replica with no snapshot of its own takes a peer's from a shared directory."""
+"""A replica with `--warm-from` against a peer service (both in this process, over one in-memory
+broker, as ActiveMQ and as RabbitMQ; the peer's state over real HTTP): the replica is ready with
+the peer's exact state (15,000 full links), misses nothing published while it takes the
+snapshot, then counts every datapoint from the broker once, also those its warm state already
+holds; a refused or corrupt warm start starts from its own state with its reason; a replica with
+no snapshot of its own takes a peer's from a shared directory. (A real `nettel serve` against a
+hostile peer: test_warm_start_hostile.py.)"""
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,23 +17,19 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import pytest
 
 from benchmarks.support.link_fill import link_endpoints, write_snapshot
-from devtools.activemq import ActiveMQProcess
-from devtools.broker_process import BrokerProcess
 from devtools.metrics_reader import metric_value
-from devtools.service_process import ServiceProcess, wait_for_status
-from devtools.stomp_client import StompClient
+from devtools.stomp_client import BrokerClient
 from devtools.waiting import wait_for
+from service.broker.memory_broker import MemoryBroker
 from service.config import DELAY_TOPIC, LOSS_TOPIC
 from service.persistence.snapshot_codec import MEDIA_TYPE, decode_state
 from service.state.link_state import LinkState
 from service.topology.topology import Topology
-from tests.integration.wire import current_minute_ts, get_json, sample_body, wait_until_subscribed
+from tests.in_memory_service import InMemoryService
+from tests.integration.wire import current_minute_ts, get_json, sample_body
 from tests.persistence.test_snapshot_codec import assert_same_state
-
-pytestmark = pytest.mark.broker
 
 LINKS = 15_000
 TOKEN = "warm-start-test-token"
@@ -40,19 +37,23 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def serve(
-    nettel_service: Callable[..., ServiceProcess], brokers: str, name: str, *args: str, **env: str
-) -> ServiceProcess:
-    service = nettel_service(
-        brokers,
-        *("--model", "none", "--interval", "1", "--client-id", f"{name}-{uuid.uuid4().hex[:8]}"),
+    memory_service: Callable[..., InMemoryService],
+    broker: MemoryBroker,
+    name: str,
+    *args: str,
+    **env: str,
+) -> InMemoryService:
+    service = memory_service(
+        broker,
+        *("--model", "none", "--interval", "1", "--client-id", name),
         *args,
         env={"NETTEL_ADMIN_TOKEN": TOKEN} | env,
     )
-    wait_for_status(service, "/readyz", timeout=60, interval=0.1)
+    service.ready_at(timeout=60)  # subscribed, too
     return service
 
 
-def state_of(service: ServiceProcess) -> LinkState:
+def state_of(service: InMemoryService) -> LinkState:
     response = httpx.get(f"{service.url}/admin/state", headers=AUTH, timeout=30)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == MEDIA_TYPE
@@ -60,7 +61,7 @@ def state_of(service: ServiceProcess) -> LinkState:
     return decode_state(response.content, Topology())
 
 
-def publish_minute(publisher: StompClient, link: tuple[str, str], ts: int) -> None:
+def publish_minute(publisher: BrokerClient, link: tuple[str, str], ts: int) -> None:
     source, destination = link
     for name, topic in (("owdelay-histogram-real.json", DELAY_TOPIC), (None, LOSS_TOPIC)):
         body = sample_body(name or "packet-loss-rate.json", [ts], source=source)
@@ -70,7 +71,7 @@ def publish_minute(publisher: StompClient, link: tuple[str, str], ts: int) -> No
 
 @contextmanager
 def relay(
-    peer: ServiceProcess,
+    peer: InMemoryService,
     meanwhile: Callable[[], object] = lambda: None,
     damage: Callable[[bytes], bytes] = lambda body: body,
 ) -> Iterator[str]:
@@ -99,24 +100,22 @@ def relay(
         server.server_close()
 
 
-def newest_minute(service: ServiceProcess, link: tuple[str, str]) -> int | None:
+def newest_minute(service: InMemoryService, link: tuple[str, str]) -> int | None:
     detail = get_json(f"{service.url}/links/{link[0]}/{link[1]}")
     return None if detail is None else detail["link"]["last_measurement"]
 
 
 def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice(
-    stomp_broker: BrokerProcess,
-    nettel_service: Callable[..., ServiceProcess],
+    flavoured_memory_broker: MemoryBroker,
+    memory_service: Callable[..., InMemoryService],
     tmp_path: Path,
 ) -> None:
+    broker = flavoured_memory_broker
     write_snapshot(tmp_path / "peer", LINKS, time.time())
-    peer = serve(
-        nettel_service, stomp_broker.brokers, "peer", "--state-dir", str(tmp_path / "peer")
-    )
-    wait_until_subscribed(peer.url, stomp_broker.brokers)
+    peer = serve(memory_service, broker, "peer", "--state-dir", str(tmp_path / "peer"))
     links = link_endpoints(LINKS)
     early, gap, late, window = links[10], links[15], links[20], links[30]
-    publisher = StompClient(stomp_broker.brokers)
+    publisher = BrokerClient(broker.access())
     now_minute = current_minute_ts()
     publish_minute(publisher, early, now_minute)  # the peer alone has it: in the warm state
     wait_for(lambda: newest_minute(peer, early) == now_minute, what="the peer applying it")
@@ -128,8 +127,8 @@ def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice
 
     with relay(peer, publish_after_the_snapshot) as url:
         replica = serve(
-            nettel_service,
-            stomp_broker.brokers,
+            memory_service,
+            broker,
             "replica",
             "--warm-from",
             url,
@@ -140,11 +139,10 @@ def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice
         lambda: newest_minute(replica, gap) == now_minute, what="the minute after the snapshot"
     )
     warm = state_of(replica)
-    assert len(warm) == LINKS + 1  # and the probe's link
+    assert len(warm) == LINKS
     assert_same_state(state_of(peer), warm)  # the snapshot's window, and the gap's minute
     assert metric_value(replica.url, "nettel_datapoints_applied_total") == 2  # the gap's only
 
-    wait_until_subscribed(replica.url, stomp_broker.brokers)  # probes: a minute both hold already
     publish_minute(publisher, early, now_minute)  # again, as a redelivery would bring it
     publish_minute(publisher, window, now_minute - 5 * 60)  # a minute inside both windows
     publish_minute(publisher, late, now_minute)  # a new minute for both
@@ -166,18 +164,18 @@ def test_a_replica_warm_from_a_peer_has_its_window_and_counts_no_datapoint_twice
 
 
 def test_refused_corrupt_and_shared_directory_warm_starts(
-    activemq: ActiveMQProcess, nettel_service: Callable[..., ServiceProcess], tmp_path: Path
+    memory_broker: MemoryBroker, memory_service: Callable[..., InMemoryService], tmp_path: Path
 ) -> None:
     shared = tmp_path / "shared"  # replica state dirs side by side
     write_snapshot(shared / "peer", 50, time.time())
     write_snapshot(tmp_path / "own", 7, time.time())
-    peer = serve(nettel_service, activemq.brokers, "peer", "--state-dir", str(shared / "peer"))
+    peer = serve(memory_service, memory_broker, "peer", "--state-dir", str(shared / "peer"))
     assert httpx.get(f"{peer.url}/admin/state").status_code == 401
     schema = httpx.get(f"{peer.url}/openapi.json").json()["paths"]["/admin/state"]["get"]
     assert list(schema["responses"]["200"]["content"]) == [MEDIA_TYPE]
 
     refused = serve(
-        nettel_service, activemq.brokers, "refused", "--warm-from", peer.url, NETTEL_ADMIN_TOKEN=""
+        memory_service, memory_broker, "refused", "--warm-from", peer.url, NETTEL_ADMIN_TOKEN=""
     )
     assert httpx.get(f"{refused.url}/admin/state", headers=AUTH).status_code == 404
     assert metric_value(refused.url, "nettel_warm_start_total", outcome="refused") == 1
@@ -189,12 +187,12 @@ def test_refused_corrupt_and_shared_directory_warm_starts(
 
     with relay(peer, damage=flip_a_payload_byte) as url:
         own = ("--warm-from", url, "--state-dir", str(tmp_path / "own"))
-        corrupt = serve(nettel_service, activemq.brokers, "corrupt", *own, NETTEL_WARM_TOKEN=TOKEN)
+        corrupt = serve(memory_service, memory_broker, "corrupt", *own, NETTEL_WARM_TOKEN=TOKEN)
     assert metric_value(corrupt.url, "nettel_warm_start_total", outcome="corrupt") == 1
     assert metric_value(corrupt.url, "nettel_links_tracked") == 7  # its own snapshot's
     assert "checksum mismatch" in corrupt.log_text()
 
     from_directory = ("--warm-from", str(shared), "--state-dir", str(shared / "replica"))
-    replica = serve(nettel_service, activemq.brokers, "replica", *from_directory)
+    replica = serve(memory_service, memory_broker, "replica", *from_directory)
     assert metric_value(replica.url, "nettel_warm_start_total", outcome="loaded") == 1
     assert metric_value(replica.url, "nettel_links_tracked") == 50  # the peer's snapshot

@@ -3,7 +3,8 @@
 name, 300,000 links in a small compressed payload, an endless or oversized body, a gzip bomb)
 is refused whole, counted with its reason, and the replica starts cold, serving none of it; a
 peer trickling one byte every 20 s never keeps the listener from serving, and the replica is
-ready after --warm-deadline. Real `nettel serve` processes, real ActiveMQ, a real HTTP peer."""
+ready after --warm-deadline. Real `nettel serve` processes (no broker: `--brokers none`, the one
+datapoint a test feeds goes in over pScheduler's HTTP intake), a real HTTP peer."""
 
 from __future__ import annotations
 
@@ -16,14 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from devtools.activemq import ActiveMQProcess
 from devtools.metrics_reader import metric_value
 from devtools.service_process import ServiceProcess, wait_for_status
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.persistence.snapshot_codec import MEDIA_TYPE
-from tests.integration.test_warm_start import newest_minute, publish_minute
-from tests.integration.wire import current_minute_ts, get_json, wait_until_subscribed
+from tests.integration.test_warm_start import newest_minute
+from tests.integration.wire import get_json
 from tests.persistence.hostile_snapshots import (
     Arrays,
     Links,
@@ -32,11 +31,11 @@ from tests.persistence.hostile_snapshots import (
     snapshot_bytes,
     tampered,
 )
-
-pytestmark = pytest.mark.broker
+from tests.run_factory import run_body
 
 MAX_LINKS = 1000
 TRICKLE_SECONDS = 20.0
+INGEST_TOKEN = "hostile-peer-ingest-token"
 
 
 def _set(array: str, value: float) -> Callable[[Arrays, Links], None]:
@@ -140,14 +139,12 @@ def hostile_peer() -> Iterator[str]:
         server.server_close()
 
 
-def replica(
-    nettel_service: Callable[..., ServiceProcess], brokers: str, url: str, *args: str
-) -> ServiceProcess:
+def replica(nettel_service: Callable[..., ServiceProcess], url: str, *args: str) -> ServiceProcess:
     return nettel_service(
-        brokers,
+        "none",
         *("--model", "none", "--interval", "1", "--max-links", str(MAX_LINKS)),
-        *("--subscription", "plain", "--warm-from", url, *args),
-        env={"NETTEL_WARM_TOKEN": "peer-token"},
+        *("--warm-from", url, *args),
+        env={"NETTEL_WARM_TOKEN": "peer-token", "NETTEL_INGEST_TOKEN": INGEST_TOKEN},
     )
 
 
@@ -158,14 +155,10 @@ def served_links(service: ServiceProcess) -> int:
 
 
 def test_every_hostile_state_is_refused_whole_and_the_replica_starts_cold(
-    activemq: ActiveMQProcess,
-    nettel_service: Callable[..., ServiceProcess],
-    hostile_peer: str,
+    nettel_service: Callable[..., ServiceProcess], hostile_peer: str
 ) -> None:
     cases = {**_cases(), "endless": (b"", {}, "too_large", None)}
-    replicas = {
-        case: replica(nettel_service, activemq.brokers, f"{hostile_peer}/{case}") for case in cases
-    }
+    replicas = {case: replica(nettel_service, f"{hostile_peer}/{case}") for case in cases}
     for case, service in replicas.items():
         _, _, outcome, check = cases[case]
         wait_for_status(service, "/readyz", timeout=60, interval=0.2)
@@ -182,22 +175,24 @@ def test_every_hostile_state_is_refused_whole_and_the_replica_starts_cold(
     # the link the peer froze in 2045 takes its real datapoints once the replica started cold
     frozen = ("10.1.0.1", "10.2.0.1")
     service = replicas["future"]
-    wait_until_subscribed(service.url, activemq.brokers)
-    now_minute = current_minute_ts()
-    publisher = StompClient(activemq.brokers)
-    publish_minute(publisher, frozen, now_minute)
-    publisher.close()
-    wait_for(lambda: newest_minute(service, frozen) == now_minute, what="the real minute")
+    posted = time.time()
+    run = run_body(posted, run_id="frozen-link", source=frozen[0], dest=frozen[1])
+    put = httpx.put(
+        f"{service.url}/ingest/pscheduler",
+        content=run,
+        headers={"Authorization": f"Bearer {INGEST_TOKEN}"},
+    )
+    assert put.status_code == 202
+    minute = int(posted - 60) // 60 * 60  # the run's interval began a minute before it ended
+    wait_for(lambda: newest_minute(service, frozen) == minute, what="the real minute")
     assert metric_value(service.url, "nettel_rejected_total", reason="too_old") == 0
 
 
 def test_a_trickling_peer_never_blocks_the_listener_and_ends_at_the_deadline(
-    activemq: ActiveMQProcess,
-    nettel_service: Callable[..., ServiceProcess],
-    hostile_peer: str,
+    nettel_service: Callable[..., ServiceProcess], hostile_peer: str
 ) -> None:
     service = replica(
-        nettel_service, activemq.brokers, f"{hostile_peer}/trickle", "--warm-deadline", "8"
+        nettel_service, f"{hostile_peer}/trickle", "--warm-deadline", "8"
     )  # returns once /healthz answers
     wait_for(lambda: HostilePeer.trickled, what="the replica asking the peer")
     assert len(HostilePeer.trickled) == 1  # the listener serves while the peer trickles
@@ -211,13 +206,11 @@ def test_a_trickling_peer_never_blocks_the_listener_and_ends_at_the_deadline(
 
 
 def test_a_replica_stopped_during_its_warm_start_exits_cleanly(
-    activemq: ActiveMQProcess,
-    nettel_service: Callable[..., ServiceProcess],
-    hostile_peer: str,
+    nettel_service: Callable[..., ServiceProcess], hostile_peer: str
 ) -> None:
     before = len(HostilePeer.trickled)
     url = f"{hostile_peer}/trickle"
-    stuck = replica(nettel_service, activemq.brokers, url, "--warm-deadline", "600")
+    stuck = replica(nettel_service, url, "--warm-deadline", "600")
     wait_for(lambda: len(HostilePeer.trickled) > before, what="the replica asking the peer")
     assert httpx.get(f"{stuck.url}/readyz", timeout=5).status_code == 503
     assert stuck.stop() == 0  # SIGTERM abandons the transfer; nothing waits for the peer
