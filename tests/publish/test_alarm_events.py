@@ -1,6 +1,7 @@
-"""Alarm events on the broker: the document and headers of one event, and the events of an alarm
+"""Alarm events on the broker: the document and headers of one event; the events of an alarm
 book reaching a real broker (ActiveMQ and RabbitMQ) over the telemetry publisher's connection,
-only while the instance publishes."""
+only while the instance publishes; and a `nettel serve` --ha-group of two replicas (in this
+process, over the in-memory broker) publishing each event once on --alarm-topic."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from devtools.stomp_client import StompClient
+from devtools.stomp_client import BrokerClient, StompClient
 from devtools.waiting import wait_for
 from service.alarms.book import AlarmBook
 from service.alarms.records import AlarmKind
@@ -102,3 +103,27 @@ def test_book_events_reach_the_alarm_topic_only_while_publishing(
     assert first[0].headers["alarm_kind"] == "high packet loss"
     assert [(m.json()["id"], m.json()["action"]) for m in second] == [(FIREWALL.id, "close")]
     assert listener.arrivals_within(0.5) == []
+
+
+def test_a_group_of_replicas_publishes_each_alarm_event_once(memory_broker, memory_service):
+    topic = "/topic/alarms.group-test"
+    listener = BrokerClient(memory_broker.access())
+    listener.subscribe(topic, receipt="subscribed")
+    flags = ("--interval", "0.5", "--model", "none", "--alarm-topic", topic, "--ha-group", "g1")
+    lease = ("--ha-lease-interval", "0.5", "--ha-lease-timeout", "1.5")
+    replicas = [
+        memory_service(memory_broker, *flags, *lease, "--client-id", f"replica-{n}") for n in (1, 2)
+    ]
+    leaders = wait_for(
+        lambda: [r for r in replicas if r.runtime.publishes_telemetry()] or None,
+        what="a leader elected",
+    )
+    assert len(leaders) == 1
+    for replica in replicas:  # each replica's engine raises the same alarms
+        assert replica.runtime.alarms is not None
+        replica.runtime.alarms.record([opened(HIGH_LOSS)])
+    [message] = listener.wait_for_messages(1, what="the open event")
+    assert listener.arrivals_within(1.0) == []  # no second copy from the standby
+    assert message.json()["id"] == HIGH_LOSS.id and message.json()["action"] == "open"
+    assert message.headers["destination"] == topic
+    listener.close()
