@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
-from training.decisions.report import decision_report
+from training.decisions.report import decision_report, paired_comparison, read_runs, request_times
 
 
 def write_runs(directory: Path) -> Path:
@@ -69,3 +69,55 @@ def test_evaluate_decisions_names_a_missing_runs_file(
 ) -> None:
     assert main(["evaluate", "--decisions", str(tmp_path)]) == 2
     assert "runs.jsonl does not exist" in capsys.readouterr().err
+
+
+def write_throughput_runs(directory: Path, served: list[float], tput: list[float]) -> Path:
+    """served and served_tput over two scenarios of two requests each, with throughput tests."""
+
+    def line(name: str, policy: str, times: list[float]) -> dict[str, object]:
+        outcomes = [
+            {"request": r, "arrival_s": 600.0, "size_bytes": 1e6, "path": 0,
+             "completion_s": 600.0 + d, "view": None, "duration_s": d}
+            for r, d in enumerate(times)
+        ]  # fmt: skip
+        return {
+            "job": f"{name}/{policy}", "policy": policy, "outcomes": outcomes,
+            "scenario": {"seed": 2, "index": 0, "herding": False, "throughput_tests": True},
+            "summary": {"minutes": 25, "shared_paths": None}, "throughput_tests": [],
+        }  # fmt: skip
+
+    lines = [
+        line(name, policy, times[2 * i : 2 * i + 2])
+        for i, name in enumerate(("scenario-2-000", "scenario-2-001"))
+        for policy, times in (("served", served), ("served_tput", tput))
+    ]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "runs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return directory
+
+
+def test_a_paired_comparison_sets_the_same_requests_side_by_side(tmp_path: Path) -> None:
+    lines = read_runs(write_throughput_runs(tmp_path, [10.0, 20.0, 30.0, 40.0], [8, 20, 36, 20]))
+    served = request_times(lines, "served", "regular")
+    assert served[("scenario-2-001", 1)] == 40.0
+    comparison = paired_comparison(request_times(lines, "served_tput", "regular"), served,
+                                   "served_tput", "served")  # fmt: skip
+    assert comparison.requests == 4
+    assert (comparison.mean_s, comparison.baseline_mean_s) == (21.0, 25.0)
+    assert comparison.change == pytest.approx(-0.16)
+    # three unequal pairs (-2, +6, -20): signed ranks 1, 2 (+) and 3: W+ = 2 of 6
+    assert comparison.p_lower == pytest.approx(0.375)
+    assert (comparison.scenarios_lower, comparison.scenarios) == (2, 2)  # 14 < 15, 28 < 35
+
+
+def test_evaluate_sets_each_throughput_policy_and_served_without_tests_against_served(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tested = write_throughput_runs(tmp_path / "tests", [10.0, 20.0, 30.0, 40.0], [8, 20, 36, 20])
+    plain = write_throughput_runs(tmp_path / "plain", [5.0, 20.0, 30.0, 45.0], [1, 1, 1, 1])
+    args = ["evaluate", "--decisions", str(tested), "--without-tests", str(plain)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| served_tput | served | 4 | 21.00 | 25.00 | -16.0 % | 0.375 | 2 of 2 |" in out
+    assert "| served | served without tests | 4 | 25.00 | 25.00 | +0.0 % |" in out
+    assert "| scenario-2-000 | 2 | 15.00 | 14.00 |" in out

@@ -9,6 +9,9 @@ import pytest
 
 pytest.importorskip("ns3", reason="ns-3 is not installed: pip install 'nettel[ns3]'")
 
+from service.analysis.features import FEATURE_NAMES  # noqa: E402
+from service.config import DEFAULT_BUNDLE  # noqa: E402
+from service.model.bundle import load_bundle  # noqa: E402
 from simulation.decision_world import (  # noqa: E402
     THROUGHPUT_REPEAT_S,
     THROUGHPUT_SLOT_GAP_S,
@@ -18,6 +21,8 @@ from simulation.decision_world import (  # noqa: E402
     draw_throughput_tests,
 )
 from tests.decisions.test_decision_world import RATE_BPS, scenario  # noqa: E402
+from training.decisions.run import ClosedLoop  # noqa: E402
+from training.decisions.throughput import ARCHIVE_LAG_S  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SIZE = 1_000_000
@@ -75,3 +80,29 @@ def test_a_scenario_is_the_same_with_and_without_tests() -> None:
     assert replace(tested, throughput_tests=None).summary() == plain.summary()
     assert np.array_equal(plain.requests.bytes, tested.requests.bytes)
     assert tested.summary()["throughput_tests"] == len(tested.throughput_tests)
+
+
+def test_the_served_view_holds_each_paths_latest_archived_result_from_the_next_minute() -> None:
+    # path 0's test ends at 51 s (archived 56 s), path 1's at 57.5 s (archived 62.5 s): only
+    # path 0's is in minute 0's view, published at 62 s
+    tests = with_tests([0, 1], [41.0, 47.5])
+    predictor = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
+    with ClosedLoop(tests, predictor, 1000) as loop:  # type: ignore[arg-type]
+        loop.advance()
+        first = loop.history.views[-1]
+        loop.advance()
+        second = loop.history.views[-1]
+        results = loop.throughput_results()
+    assert 51.0 + ARCHIVE_LAG_S < first.published_s < 57.5 + ARCHIVE_LAG_S
+    assert first.throughput_bps is not None and first.throughput_start_s is not None
+    assert first.throughput_start_s[0] == 41.0 and np.isnan(first.throughput_start_s[1])
+    assert 0.8 * RATE_BPS < first.throughput_bps[0] < RATE_BPS
+    assert np.isnan(first.throughput_bps[1])
+    assert second.throughput_start_s is not None
+    assert second.throughput_start_s.tolist() == [41.0, 47.5]
+    assert [r[:2] for r in results] == [[0, 41.0], [1, 47.5]]
+    assert results[0][2] == round(float(first.throughput_bps[0]))
+    assert (
+        "throughput_bps" in second.record()
+        and "throughput_bps" not in replace(second, throughput_bps=None).record()
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from scipy.optimize import nnls  # type: ignore[import-untyped]
@@ -106,7 +106,17 @@ def fitted_shape(shape: CostShape, rows: OutcomeRows) -> tuple[CostShape, float]
     return CostShape(*forms, *w), intercept
 
 
-def leave_one_scenario_out_mse(columns: np.ndarray, rows: OutcomeRows) -> float:
+class ScenarioTargets(Protocol):
+    """Rows with a target y and the scenario each came from."""
+
+    @property
+    def y(self) -> np.ndarray: ...
+
+    @property
+    def scenario(self) -> np.ndarray: ...
+
+
+def leave_one_scenario_out_mse(columns: np.ndarray, rows: ScenarioTargets) -> float:
     """Mean squared error of y, each scenario's rows predicted by a fit on the others."""
     errors = []
     for scenario in np.unique(rows.scenario):

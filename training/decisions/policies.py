@@ -39,7 +39,9 @@ def lowest(scores: np.ndarray, rng: np.random.Generator) -> int:
     return int(rng.choice(best))
 
 
-def _by(score: Callable[[CandidateView], np.ndarray]) -> Policy:
+def _by_at(score: Callable[[CandidateView, float], np.ndarray]) -> Policy:
+    """The policy ranking by `score(view served at t, t)`."""
+
     def choose(
         t: float, history: ViewHistory, mirror: RucioMirror, rng: np.random.Generator
     ) -> Choice:
@@ -47,9 +49,25 @@ def _by(score: Callable[[CandidateView], np.ndarray]) -> Policy:
         k = len(history.views[0].cost)
         if view is None:
             return Choice(int(rng.integers(k)), None)
-        return Choice(lowest(score(view), rng), view)
+        return Choice(lowest(score(view, t), rng), view)
 
     return choose
+
+
+def _by(score: Callable[[CandidateView], np.ndarray]) -> Policy:
+    return _by_at(lambda view, _: score(view))
+
+
+def latest_throughput_of(view: CandidateView, t: float) -> tuple[np.ndarray, np.ndarray]:
+    """The view's latest throughput per path and its age at `t` (NaN: no result)."""
+    if view.throughput_bps is None or view.throughput_start_s is None:
+        raise ValueError("a throughput policy needs a scenario with --throughput-tests")
+    return view.throughput_bps, t - view.throughput_start_s
+
+
+def throughput_only(view: CandidateView, t: float) -> np.ndarray:
+    """`tput_only`: the highest latest throughput first, whatever its age (none: last)."""
+    return -latest_throughput_of(view, t)[0]
 
 
 def _random(
@@ -101,7 +119,10 @@ POLICIES: dict[str, Policy] = {
     "served_stale": _stale_served,
     "rucio": _through_rucio,
     "hand_set": _by(hand_set_cost),
+    "tput_only": _by_at(throughput_only),
 }
+#: Policies that read throughput test results (they need --throughput-tests).
+THROUGHPUT_POLICIES = ("tput_only",)
 #: What each policy means, for reports.
 DESCRIPTIONS = {
     "random": "random candidate",
@@ -112,5 +133,6 @@ DESCRIPTIONS = {
     "served_stale": "served cost as late as Rucio sees it (sync interval + 300 s cache)",
     "rucio": "through Rucio: rucio-sync's distances (defaults), ordered as the conveyor does",
     "hand_set": "the hand-set cost served before the fit (utilisation^4, 0.01, 20 ms)",
+    "tput_only": "the latest perfSONAR throughput result alone, whatever its age",
     "oracle": "oracle: the fastest candidate in hindsight (re-simulated; sampled requests)",
 }

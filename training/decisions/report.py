@@ -5,7 +5,10 @@ scenarios of one kind (regular, herding): mean, median and p90 transfer time; th
 mean to the oracle's on the requests whose oracle was re-simulated (the same requests, so the
 ratio is >= 1 for every policy that could have picked the oracle's path); and the gain of the
 mean and p90 over the static policy. A transfer still running at the scenario's end counts with
-its time so far (a lower bound), and the censored count is reported.
+its time so far (a lower bound), and the censored count is reported. `paired_comparison` sets
+two runs of the same requests side by side (one policy against another, or one policy with and
+without throughput tests): the change of the mean, a one-sided paired Wilcoxon signed-rank test
+and the scenarios whose mean is lower.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import wilcoxon  # type: ignore[import-untyped]
 
 from training.decisions.policies import DESCRIPTIONS
 from training.decisions.simulate import RUNS_FILE
@@ -201,3 +205,128 @@ def decision_report(directories: list[Path]) -> dict[str, list[PolicyFigures]]:
     kinds = {scenario_kind(line, shared) for line in lines}
     kinds |= {segment_kind(line, shared) for line in lines}
     return {kind: policy_figures(lines, kind) for kind in KINDS + SEGMENT_KINDS if kind in kinds}
+
+
+RequestTimes = dict[tuple[str, int], float]
+
+
+def request_times(lines: list[dict[str, Any]], policy: str, kind: str) -> RequestTimes:
+    """(scenario, request) -> `policy`'s transfer time over the scenarios of `kind`."""
+    shared = shared_scenarios(lines)
+    classify = segment_kind if kind in SEGMENT_KINDS else scenario_kind
+    times: RequestTimes = {}
+    for line in lines:
+        if line["policy"] == policy and classify(line, shared) == kind:
+            times |= durations(line)[0]
+    return times
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """`label`'s transfer times against `baseline`'s on the requests both ran."""
+
+    label: str
+    baseline: str
+    requests: int
+    mean_s: float
+    baseline_mean_s: float
+    #: One-sided paired Wilcoxon signed-rank p-value that `label`'s times are lower (pairs with
+    #: equal times dropped); None with fewer than two unequal pairs.
+    p_lower: float | None
+    scenarios_lower: int
+    scenarios: int
+
+    @property
+    def change(self) -> float:
+        """The mean's relative change against the baseline (negative: faster)."""
+        return self.mean_s / self.baseline_mean_s - 1.0
+
+
+def paired_comparison(
+    times: RequestTimes, baseline_times: RequestTimes, label: str, baseline: str
+) -> PairedComparison:
+    """Compare two policies' (or runs') times on the requests both have."""
+    keys = sorted(set(times) & set(baseline_times))
+    if not keys:
+        raise ValueError(f"{label} and {baseline} ran no request in common")
+    mine = np.array([times[k] for k in keys])
+    theirs = np.array([baseline_times[k] for k in keys])
+    unequal = mine != theirs
+    p_lower = None
+    if unequal.sum() >= 2:
+        p_lower = float(wilcoxon(mine[unequal], theirs[unequal], alternative="less").pvalue)
+    scenario = np.array([k[0] for k in keys])
+    names = np.unique(scenario)
+    lower = sum(mine[scenario == name].mean() < theirs[scenario == name].mean() for name in names)
+    return PairedComparison(
+        label, baseline, len(keys), float(mine.mean()), float(theirs.mean()), p_lower,
+        int(lower), len(names),
+    )  # fmt: skip
+
+
+def format_comparisons(comparisons: list[PairedComparison], title: str) -> str:
+    """A Markdown table of paired comparisons."""
+    rows = [
+        title,
+        "",
+        "| policy | against | requests | mean s | against mean s | change of the mean "
+        "| paired p (lower) | scenarios lower |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in comparisons:
+        p = "" if c.p_lower is None else f"{c.p_lower:.3g}"
+        rows.append(
+            f"| {c.label} | {c.baseline} | {c.requests} | {c.mean_s:.2f} "
+            f"| {c.baseline_mean_s:.2f} | {100 * c.change:+.1f} % | {p} "
+            f"| {c.scenarios_lower} of {c.scenarios} |"
+        )
+    return "\n".join(rows)
+
+
+#: Policies set against the served cost when the runs have throughput tests.
+THROUGHPUT_COMPARED = ("served_tput", "tput_only", "static")
+WITHOUT_TESTS = "without tests"
+
+
+def throughput_comparisons(
+    lines: list[dict[str, Any]],
+    kind: str,
+    without_tests: list[dict[str, Any]] | None = None,
+) -> list[PairedComparison]:
+    """In runs with throughput tests: each throughput policy (and static) against `served`, and
+    with `without_tests` (the same scenarios' runs without tests) served against itself."""
+    served = request_times(lines, "served", kind)
+    comparisons = []
+    for policy in THROUGHPUT_COMPARED:
+        times = request_times(lines, policy, kind)
+        if times and served:
+            comparisons.append(paired_comparison(times, served, policy, "served"))
+    if without_tests is not None:
+        before = request_times(without_tests, "served", kind)
+        if before and served:
+            comparisons.append(
+                paired_comparison(served, before, "served", f"served {WITHOUT_TESTS}")
+            )
+    return comparisons
+
+
+def scenario_means(lines: list[dict[str, Any]], policies: tuple[str, ...], kind: str) -> str:
+    """A Markdown table: each scenario's mean transfer time under each of `policies` that ran."""
+    by_policy = {policy: request_times(lines, policy, kind) for policy in policies}
+    by_policy = {policy: times for policy, times in by_policy.items() if times}
+    policies = tuple(by_policy)
+    names = sorted({key[0] for times in by_policy.values() for key in times})
+    rows = [
+        "| scenario | requests | " + " | ".join(f"{p} mean s" for p in policies) + " |",
+        "|---|---|" + "---|" * len(policies),
+    ]
+    for name in names:
+        cells = []
+        for policy in policies:
+            values = [t for (scenario, _), t in by_policy[policy].items() if scenario == name]
+            cells.append(f"{np.mean(values):.2f}" if values else "")
+        count = max(
+            sum(1 for scenario, _ in times if scenario == name) for times in by_policy.values()
+        )
+        rows.append(f"| {name} | {count} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)

@@ -11,7 +11,7 @@ and keeps the fastest (`oracle_times`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from simulation.decision_world import DecisionScenario, DecisionWorld
 from training.decisions.policies import POLICIES, Choice
 from training.decisions.rucio_mirror import RUCIO_CACHE_SECONDS, RucioMirror
 from training.decisions.served_view import PUBLISH_LAG_S, ServedView, ViewHistory
+from training.decisions.throughput import latest_throughput
 
 #: Requests per scenario whose oracle is found by re-simulation.
 ORACLE_SAMPLE = 2
@@ -79,11 +80,30 @@ class ClosedLoop:
             self.advance()
 
     def advance(self) -> None:
-        """Run the current minute and publish its view (PUBLISH_LAG_S after its end)."""
+        """Run the current minute and publish its view (PUBLISH_LAG_S after its end), with the
+        latest archived throughput results when the scenario runs tests."""
         self.world.run_until(60.0 * (self.minute + 1) + PUBLISH_LAG_S)
         delays = self.world.minute_delays(self.minute)
-        self.history.views.append(self.served.publish(self.minute, delays))
+        view = self.served.publish(self.minute, delays)
+        tests = self.scenario.throughput_tests
+        if tests is not None:
+            bps, start = latest_throughput(
+                tests, self.world.throughput_bps(), len(self.scenario.paths), view.published_s
+            )
+            view = replace(view, throughput_bps=bps, throughput_start_s=start)
+        self.history.views.append(view)
         self.minute += 1
+
+    def throughput_results(self) -> list[list[float | None]]:
+        """Every throughput test so far: [path, start s, result b/s (None: not ended)]."""
+        tests = self.scenario.throughput_tests
+        if tests is None:
+            return []
+        measured = self.world.throughput_bps()
+        return [
+            [int(path), round(float(start), 3), None if np.isnan(bps) else round(float(bps))]
+            for path, start, bps in zip(tests.path, tests.start_s, measured, strict=True)
+        ]
 
     def close(self) -> None:
         self.world.close()

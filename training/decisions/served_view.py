@@ -44,9 +44,12 @@ class CandidateView:
     loss: np.ndarray
     excess_delay_ms: np.ndarray
     min_delay_ms: np.ndarray
+    #: With throughput tests: each path's latest archived result and its test's start (s).
+    throughput_bps: np.ndarray | None = None
+    throughput_start_s: np.ndarray | None = None
 
     def record(self) -> dict[str, list[float | None]]:
-        """JSON-ready arrays (NaN as null)."""
+        """JSON-ready arrays (NaN as null; the throughput only where there are tests)."""
         names = (
             "cost",
             "no_model_cost",
@@ -56,6 +59,8 @@ class CandidateView:
             "excess_delay_ms",
             "min_delay_ms",
         )
+        if self.throughput_bps is not None:
+            names += ("throughput_bps", "throughput_start_s")
         return {name: _json_floats(getattr(self, name)) for name in names}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from service.analysis.features import FEATURE_NAMES
 from service.config import DEFAULT_BUNDLE
 from service.model.bundle import ModelBundle, load_bundle
-from simulation.decision_world import draw_scenario
+from simulation.decision_world import DecisionScenario, draw_scenario
 from training.dataset import DEFAULT_START_MINUTE
 from training.decisions.run import (
     ORACLE_BASE_POLICY,
@@ -41,10 +41,19 @@ class ScenarioKey:
     seed: int
     index: int
     herding: bool
+    throughput_tests: bool = False
 
     @property
     def name(self) -> str:
         return f"{'herding' if self.herding else 'scenario'}-{self.seed}-{self.index:03d}"
+
+    def draw(self) -> DecisionScenario:
+        return draw_scenario(self.seed, self.index, self.herding, self.throughput_tests)
+
+    def record(self) -> dict[str, Any]:
+        """The key as a runs line holds it (throughput_tests only when set)."""
+        plain = {"seed": self.seed, "index": self.index, "herding": self.herding}
+        return plain | ({"throughput_tests": True} if self.throughput_tests else {})
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ def plan_jobs(keys: list[ScenarioKey], policies: tuple[str, ...], oracle: bool) 
     jobs = [Job(key, policy) for key in keys for policy in policies]
     if oracle:
         for key in keys:
-            scenario = draw_scenario(key.seed, key.index, key.herding)
+            scenario = key.draw()
             jobs.extend(
                 Job(key, "oracle", request, path)
                 for request in oracle_sample(scenario)
@@ -84,8 +93,7 @@ def run_scenario(jobs: list[Job]) -> list[dict[str, Any]]:
     global _PREDICTOR
     if _PREDICTOR is None:
         _PREDICTOR = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
-    key = jobs[0].scenario
-    scenario = draw_scenario(key.seed, key.index, key.herding)
+    scenario = jobs[0].scenario.draw()
     started = time.process_time()
     with ClosedLoop(scenario, _PREDICTOR, DEFAULT_START_MINUTE) as loop:
         loop.warm_up()
@@ -98,7 +106,7 @@ def run_scenario(jobs: list[Job]) -> list[dict[str, Any]]:
 
 def _line(loop: ClosedLoop, job: Job) -> dict[str, Any]:
     started = time.process_time()
-    line: dict[str, Any] = {"job": job.key, "scenario": asdict(job.scenario), "policy": job.policy}
+    line: dict[str, Any] = {"job": job.key, "scenario": job.scenario.record(), "policy": job.policy}
     if job.policy == "oracle":
         outcomes = follow_policy(loop, ORACLE_BASE_POLICY, forced=(job.request, job.path))
         duration = oracle_duration(outcomes, job.request)
@@ -107,6 +115,8 @@ def _line(loop: ClosedLoop, job: Job) -> dict[str, Any]:
         outcomes = follow_policy(loop, job.policy)
         line |= {"outcomes": [asdict(o) | {"duration_s": o.duration_s} for o in outcomes]}
         line["summary"] = loop.scenario.summary()
+        if loop.scenario.throughput_tests is not None:
+            line["throughput_tests"] = loop.throughput_results()
     line["cpu_seconds"] = round(time.process_time() - started, 2)
     return line
 

@@ -1,0 +1,141 @@
+"""The latest throughput as a decision input: the view, the policies' scores and the rule's fit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from simulation.decision_world import ThroughputTests
+from training.decisions.policies import POLICIES
+from training.decisions.rucio_mirror import RucioMirror
+from training.decisions.served_view import CandidateView, ViewHistory
+from training.decisions.throughput import (
+    ThroughputRows,
+    ThroughputShape,
+    choose_throughput_shape,
+    latest_throughput,
+    reference_throughput,
+    served_tput_score,
+    throughput_rows,
+    throughput_term,
+)
+
+
+def test_the_view_holds_each_paths_newest_result_once_archived() -> None:
+    # path 0: tests at 0 s and 300 s; path 1: one at 100 s that failed (NaN); path 2: one whose
+    # result is archived 5 s after its end, at 625 s
+    tests = ThroughputTests(np.array([0, 1, 0, 2]), np.array([0.0, 100.0, 300.0, 600.0]), 20.0)
+    measured = np.array([1.5e6, np.nan, 0.9e6, 2.2e6])
+    bps, start = latest_throughput(tests, measured, 3, 624.0)
+    assert bps[0] == 0.9e6 and np.isnan(bps[1]) and np.isnan(bps[2])
+    assert start[0] == 300.0 and np.isnan(start[1]) and np.isnan(start[2])
+    bps, start = latest_throughput(tests, measured, 3, 625.0)
+    assert bps[2] == 2.2e6 and start[2] == 600.0
+    bps, _ = latest_throughput(tests, measured, 3, 100.0)
+    assert bps[0] == 1.5e6  # before the second test of path 0 is archived
+
+
+def test_the_aged_term_fades_to_no_result_and_each_form_has_its_value() -> None:
+    log = ThroughputShape("log", 600.0, 2e6)
+    ratio = ThroughputShape("ratio", math.inf, 2e6)
+    bps = np.array([1e6, 1e6, 4e6, np.nan])
+    age = np.array([0.0, 600.0, 0.0, 0.0])
+    assert throughput_term(log, bps, age) == pytest.approx(
+        [math.log(2), math.log(2) / math.e, -math.log(2), 0.0]
+    )
+    assert throughput_term(ratio, bps, age) == pytest.approx([1.0, 1.0, -0.5, 0.0])
+    assert throughput_term(log, bps, np.full(4, 1e9)) == pytest.approx([0.0] * 4)
+
+
+def test_the_score_adds_the_weighted_term_to_the_weighted_hazard() -> None:
+    shape = ThroughputShape("ratio", math.inf, 2e6, cost_weight=2.0, throughput_weight=0.25)
+    cost = np.array([0.5, 0.2, np.nan])
+    score = served_tput_score(shape, cost, np.array([1e6, np.nan, 1e6]), np.zeros(3))
+    # 2 (-log 0.5) + 0.25 (2 - 1); 2 (-log 0.8) + 0; no cost: NaN (ranked last, as served)
+    assert score[:2] == pytest.approx([2 * math.log(2) + 0.25, -2 * math.log(0.8)])
+    assert np.isnan(score[2])
+
+
+def view_with_throughput(bps: list[float], start_s: list[float]) -> CandidateView:
+    k = len(bps)
+    nan = np.full(k, np.nan)
+    return CandidateView(
+        62.0, np.full(k, 0.3), *([nan] * 5), np.zeros(k),
+        throughput_bps=np.array(bps), throughput_start_s=np.array(start_s),
+    )  # fmt: skip
+
+
+def test_tput_only_picks_the_highest_latest_result_and_ranks_paths_without_one_last() -> None:
+    history = ViewHistory([view_with_throughput([1e6, np.nan, 2.5e6, 2e6], [0, np.nan, 0, 60])])
+    choose = POLICIES["tput_only"]
+    mirror, rng = RucioMirror(4, 60.0, 0.0, 0.0), np.random.default_rng(0)
+    assert choose(100.0, history, mirror, rng).path == 2  # whatever its age
+    history = ViewHistory([view_with_throughput([np.nan, np.nan], [np.nan, np.nan])])
+    assert {choose(100.0, history, mirror, rng).path for _ in range(30)} == {0, 1}
+
+
+def test_a_throughput_policy_without_tests_says_what_is_missing() -> None:
+    nan = np.full(2, np.nan)
+    history = ViewHistory([CandidateView(62.0, np.zeros(2), *([nan] * 5), np.zeros(2))])
+    with pytest.raises(ValueError, match="--throughput-tests"):
+        POLICIES["tput_only"](
+            100.0, history, RucioMirror(2, 60.0, 0.0, 0.0), np.random.default_rng(0)
+        )
+
+
+def synthetic_rows(throughput_matters: bool, n: int = 800) -> ThroughputRows:
+    """Rows of five scenarios whose log time per byte is 0.8 h (+ 0.5 exp(-age / 900 s)
+    log(2 Mb/s / T) when the throughput matters), a quarter of them without a result."""
+    rng = np.random.default_rng(3)
+    hazard = rng.exponential(0.5, n)
+    bps = rng.uniform(0.3e6, 3e6, n)
+    bps[rng.random(n) < 0.25] = np.nan
+    age = rng.uniform(0.0, 3000.0, n)
+    term = np.where(
+        np.isnan(bps), 0.0, np.exp(-age / 900.0) * np.log(2e6 / np.nan_to_num(bps, nan=1.0))
+    )
+    y = -12.0 + 0.8 * hazard + (0.5 * term if throughput_matters else 0.0) + rng.normal(0, 0.05, n)
+    return ThroughputRows(hazard, bps, age, y, np.repeat(np.arange(5).astype(str), n // 5))
+
+
+def test_the_rule_finds_the_form_decay_and_weights_that_made_the_outcomes() -> None:
+    report = choose_throughput_shape(synthetic_rows(True), 2e6)
+    chosen = report.chosen
+    assert (chosen.form, chosen.decay_s) == ("log", 900.0)
+    assert chosen.cost_weight == pytest.approx(0.8, abs=0.02)
+    assert chosen.throughput_weight == pytest.approx(0.5, abs=0.02)
+    assert report.intercept == pytest.approx(-12.0, abs=0.02)
+    assert report.helps_on_training and report.chosen_mse < report.served_only_mse
+    assert report.rows == 800 and report.scenarios == 5 and len(report.candidates) == 8
+
+
+def test_the_rule_finds_no_help_where_the_throughput_tells_nothing() -> None:
+    report = choose_throughput_shape(synthetic_rows(False), 2e6)
+    assert not report.helps_on_training
+    assert report.chosen_mse >= report.served_only_mse or report.chosen.throughput_weight == 0
+
+
+def test_the_rule_needs_two_scenarios_to_leave_one_out() -> None:
+    rows = synthetic_rows(True)
+    one = ThroughputRows(rows.hazard, rows.throughput_bps, rows.age_s, rows.y, np.full(800, "a"))
+    with pytest.raises(ValueError, match="two scenarios"):
+        choose_throughput_shape(one, 2e6)
+
+
+def test_rows_carry_the_chosen_paths_result_and_its_age_at_the_request() -> None:
+    view = {"cost": [0.5, None], "throughput_bps": [1e6, None], "throughput_start_s": [40.0, None]}
+    outcome = {"arrival_s": 100.0, "size_bytes": 1e6, "duration_s": 2.0, "view": view}
+    lines = [
+        {"job": "s-1/served", "policy": "served", "outcomes": [outcome | {"path": 0},
+                                                               outcome | {"path": 1}],
+         "throughput_tests": [[0, 40.0, 1000000], [1, 90.0, None], [1, 200.0, 3000000]]},
+        {"job": "s-1/oracle/0/0", "policy": "oracle", "request": 0, "path": 0, "duration_s": 1.0},
+    ]  # fmt: skip
+    rows = throughput_rows(lines)
+    assert rows.hazard == pytest.approx([math.log(2), 0.0])
+    assert rows.age_s[0] == 60.0 and np.isnan(rows.age_s[1])
+    assert rows.throughput_bps[0] == 1e6 and np.isnan(rows.throughput_bps[1])
+    assert rows.y == pytest.approx([math.log(2e-6)] * 2)
+    assert reference_throughput(lines) == 2e6  # the median of 1 and 3 Mb/s (one test failed)
