@@ -1,6 +1,6 @@
-"""ALTO through `nettel serve` fed over the broker: a CRIC rcsite topology's netroutes become the
-network map's prefixes, and the endpoint cost service answers from the measured link, or from its
-sites for addresses no link measures."""
+"""ALTO through the service fed over the (in-memory) broker: a CRIC rcsite topology's netroutes
+become the network map's prefixes, and the endpoint cost service answers from the measured link,
+or from its sites for addresses no link measures."""
 
 from __future__ import annotations
 
@@ -8,14 +8,11 @@ import json
 import time
 
 import httpx
-import pytest
 
 from devtools.waiting import wait_for
 from tests.integration.wire import get_json
 from tests.publish.alto_client import AltoClient
 from tests.publish.wire_data import DELAY, DESTINATION, LOSS, SOURCE, delay_body, loss_body
-
-pytestmark = pytest.mark.broker
 
 #: The samples' sites (tests/publish/conftest.py) as CRIC gives them: netroutes, no hosts.
 CRIC = {

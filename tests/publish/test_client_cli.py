@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import io
 
-import pytest
-
 from devtools.waiting import wait_for
 from service.commands.costmatrix import (
     add_costmatrix_command,
@@ -70,7 +68,6 @@ def test_unreachable_service_is_exit_code_1(capsys):
     assert "cannot get the cost matrix" in capsys.readouterr().err
 
 
-@pytest.mark.broker
 def test_prints_the_matrix_of_a_running_service(serve, publisher):
     service = serve()
     now = current_minute_ts()
@@ -85,7 +82,6 @@ def test_prints_the_matrix_of_a_running_service(serve, publisher):
     assert row.split()[:3] == ["SITE-A", "SITE-B", "1"]
 
 
-@pytest.mark.broker
 def test_an_unknown_site_is_said_and_exits_1(serve, publisher, capsys):
     service = serve()
     now = current_minute_ts()

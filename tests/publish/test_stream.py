@@ -8,7 +8,6 @@ import threading
 import time
 
 import httpx
-import pytest
 
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
@@ -123,7 +122,6 @@ def test_site_level_clients_get_site_records():
     ]
 
 
-@pytest.mark.broker
 def test_live_stream_sends_matrix_then_changes_and_resends_the_matrix_on_resume(serve, publisher):
     service = serve()
     now = current_minute_ts()
@@ -165,9 +163,11 @@ def wait_for_event(events, wanted, limit: int = 20) -> dict:
     raise AssertionError(f"no wanted event within {limit} events")
 
 
-@pytest.mark.broker
-def test_service_stops_promptly_with_a_stream_open(serve):
-    service = serve()
+def test_service_stops_promptly_with_a_stream_open(nettel_service):
+    """A real `nettel serve` (SIGTERM ends the streams first), fed by no broker."""
+    token = {"NETTEL_INGEST_TOKEN": "stream-test-token"}  # --brokers none needs an input
+    service = nettel_service("none", "--interval", "1", "--model", "none", env=token)
+    wait_for(lambda: get_json(f"{service.url}/readyz"), what="a matrix computed")
     ended = threading.Event()
 
     def read_until_the_server_ends_it() -> None:
