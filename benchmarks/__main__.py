@@ -21,6 +21,7 @@ from types import ModuleType
 
 from benchmarks.context import SuiteContext, Unavailable
 from benchmarks.measurements import (
+    alarms,
     alto_endpoint_cost,
     alto_updates,
     api,
@@ -87,6 +88,7 @@ MEASUREMENTS: dict[str, ModuleType] = {
         rucio_staleness,
         served_calibration,
         decisions,
+        alarms,
         spark_dataset,
         spark_dataset_archive,
     )

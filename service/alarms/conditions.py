@@ -92,14 +92,21 @@ class QueueSigns:
     signs: np.ndarray
 
 
-def minute_values(view: StateView, minute: int) -> MinuteValues:
-    """Every link's values of `minute` as the view holds them (if its slot still holds it)."""
+def minute_values(view: StateView, minute: int, delay_only: bool = False) -> MinuteValues:
+    """Every link's values of `minute` as the view holds them (if its slot still holds it);
+    `delay_only`: just the delay median and spread (the rest NaN, `present` all False)."""
     slot = minute % WINDOW_MINUTES
     held = view.slot_minute[:, slot] == minute
+    nothing = np.full(len(held), np.nan, np.float32)
 
     def column(name: str) -> np.ndarray:
-        return np.where(held, view.series[name][:, slot], np.nan)
+        return np.where(held, view.series[name][:, slot], np.float32(np.nan))
 
+    if delay_only:
+        median, std = column("delay_median"), column("delay_std")
+        return MinuteValues(
+            minute, nothing, nothing, median, std, nothing, np.zeros(len(held), bool)
+        )
     loss, mean = column("loss"), column("delay_mean")
     return MinuteValues(
         minute=minute,

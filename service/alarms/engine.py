@@ -42,8 +42,9 @@ from service.state.link_state import StateView
 #: starts).
 BASELINE_LAG_MINUTES = WINDOW_MINUTES - 2
 #: Links whose delay thresholds are refreshed per evaluated minute, at least (all of them in
-#: meshes up to this size; in larger ones a tenth of the links, so each every ten minutes).
-REFRESH_ROWS = 16_384
+#: meshes up to this size; in larger ones a tenth of the links, so each every ten minutes:
+#: a baseline of days moves little in ten minutes).
+REFRESH_ROWS = 4096
 REFRESH_SHARE = 10
 
 
@@ -245,7 +246,7 @@ class AlarmEngine:
 
     def _fold(self, view: StateView, minute: int) -> None:
         """Add `minute`'s delay medians and spreads to the baselines."""
-        values = rules.minute_values(view, minute)
+        values = rules.minute_values(view, minute, delay_only=True)
         self.baseline.add(np.arange(len(view)), values.delay_median, values.delay_std, minute)
 
     def _refresh_limits(self, minute: int) -> None:
