@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from benchmarks.context import SuiteContext, Unavailable
 from benchmarks.report import MeasurementResult
@@ -11,13 +12,17 @@ from training.decisions.report import (
     KINDS,
     PolicyFigures,
     decision_report,
+    format_comparisons,
     format_figures,
     read_runs,
+    throughput_comparisons,
 )
 
 NAME = "decisions"
 CAPTURE = REPO_ROOT / "training" / "data" / "decisions"
 HELD_OUT = CAPTURE / "held-out"
+#: The same regular held-out scenarios with perfSONAR's throughput tests (docs/decisions.md 7).
+THROUGHPUT_HELD_OUT = CAPTURE / "tput" / "held-out"
 ORACLE_RATIO_TARGET = 1.25
 STATIC_GAIN_TARGET = 0.5
 RUCIO_WITHIN = 0.10
@@ -29,7 +34,12 @@ METHOD = (
     "and p90 transfer time, its mean over the oracle's on the sampled requests, and its gain over "
     "the static policy (`nettel evaluate --decisions DIR` prints the same tables). Without "
     "--quick, one policy run of one held-out scenario is simulated again and must give the "
-    "committed transfer times exactly (the capture is reproducible)."
+    "committed transfer times exactly (the capture is reproducible). With throughput tests "
+    "(`training/data/decisions/tput/held-out/runs.jsonl`, the regular held-out scenarios with "
+    "`--throughput-tests`): the same tables, and each policy against the served cost on the same "
+    "requests (mean, one-sided paired Wilcoxon p, scenarios with a lower mean), including the "
+    "served cost with tests against its runs without them; without --quick the served_tput run "
+    "of the smallest scenario is re-simulated too."
 )
 
 
@@ -42,11 +52,40 @@ def run(ctx: SuiteContext) -> MeasurementResult:
         result.notes.append(format_figures(figures, f"Held-out {kind} scenarios"))
         if kind in KINDS:
             _add(result, kind, figures)
+    if (THROUGHPUT_HELD_OUT / "runs.jsonl").is_file():
+        _add_throughput(result)
     if not ctx.quick:
+        first_served = next(x for x in read_runs(HELD_OUT) if x["policy"] == "served")
         result.add(
-            "reproduced_transfers", "transfers re-simulated with identical times", _reproduce(ctx)
+            "reproduced_transfers",
+            "transfers re-simulated with identical times",
+            _reproduce(ctx, first_served),
         )
+        if (THROUGHPUT_HELD_OUT / "runs.jsonl").is_file():
+            runs = [x for x in read_runs(THROUGHPUT_HELD_OUT) if x["policy"] == "served_tput"]
+            smallest = min(runs, key=lambda x: len(x["outcomes"]))
+            result.add(
+                "reproduced_throughput_transfers",
+                "transfers re-simulated with identical times, with throughput tests",
+                _reproduce(ctx, smallest),
+            )
     return result
+
+
+def _add_throughput(result: MeasurementResult) -> None:
+    """Served against served with the latest throughput, on the runs with throughput tests."""
+    lines = read_runs(THROUGHPUT_HELD_OUT)
+    for kind, figures in decision_report([THROUGHPUT_HELD_OUT]).items():
+        result.notes.append(format_figures(figures, f"Held-out {kind} scenarios, with tests"))
+    comparisons = throughput_comparisons(lines, "regular", read_runs(HELD_OUT))
+    result.notes.append(format_comparisons(comparisons, "With tests: against served, paired"))
+    for c in comparisons:
+        key = c.label if c.baseline == "served" else "served_with_tests"
+        result.add(f"tput_{key}_mean_s", f"with tests: {c.label} mean", c.mean_s, "s")
+        result.add(
+            f"tput_{key}_change", f"with tests: {c.label} mean against {c.baseline}", c.change
+        )
+        result.add(f"tput_{key}_p", f"with tests: {c.label} < {c.baseline}, paired p", c.p_lower)
 
 
 def _add(result: MeasurementResult, kind: str, figures: list[PolicyFigures]) -> None:
@@ -92,8 +131,8 @@ def _add(result: MeasurementResult, kind: str, figures: list[PolicyFigures]) -> 
         )
 
 
-def _reproduce(ctx: SuiteContext) -> int:
-    """Re-run the first held-out served run; the number of transfers, all equal (else raise)."""
+def _reproduce(ctx: SuiteContext, line: dict[str, Any]) -> int:
+    """Re-run a committed policy run; the number of transfers, all equal (else raise)."""
     from service.analysis.features import FEATURE_NAMES
     from service.config import DEFAULT_BUNDLE
     from service.model.bundle import load_bundle
@@ -101,12 +140,12 @@ def _reproduce(ctx: SuiteContext) -> int:
     from training.dataset import DEFAULT_START_MINUTE
     from training.decisions.run import run_policy
 
-    line = next(x for x in read_runs(HELD_OUT) if x["policy"] == "served")
     key = line["scenario"]
     ctx.log(f"decisions: re-simulating {line['job']}")
-    scenario = draw_scenario(key["seed"], key["index"], key["herding"])
+    tests = key.get("throughput_tests", False)
+    scenario = draw_scenario(key["seed"], key["index"], key["herding"], tests)
     predictor = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
-    outcomes = run_policy(scenario, "served", predictor, DEFAULT_START_MINUTE)
+    outcomes = run_policy(scenario, line["policy"], predictor, DEFAULT_START_MINUTE)
     again = [(o.request, o.path, o.duration_s) for o in outcomes]
     committed = [(o["request"], o["path"], o["duration_s"]) for o in line["outcomes"]]
     if again != committed:

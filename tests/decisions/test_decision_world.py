@@ -16,7 +16,7 @@ from simulation.decision_world import (  # noqa: E402
     SharedSegment,
     draw_scenario,
 )
-from simulation.simulator_ns3 import TrafficSchedule, draw_link  # noqa: E402
+from simulation.simulator_ns3 import LinkDraw, TrafficSchedule, draw_link  # noqa: E402
 
 pytestmark = pytest.mark.slow
 MINUTES = 2
@@ -24,11 +24,13 @@ RATE_BPS = 2e6
 EMPTY = np.zeros(0)
 
 
-def quiet_path(index: int, propagation_ms: float) -> object:
+def quiet_path(index: int, propagation_ms: float) -> LinkDraw:
     """A 2 Mb/s FIFO path with no cross traffic and the given one-way delay."""
     draw = draw_link(index, MINUTES, 7, 0.0)
-    nothing = TrafficSchedule(*([EMPTY] * 2), EMPTY, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                              *([EMPTY] * 6))  # fmt: skip
+    no_flows = np.zeros(0, np.int64)
+    nothing = TrafficSchedule(
+        EMPTY, EMPTY, EMPTY, no_flows, no_flows, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY
+    )
     return replace(
         draw, idle=True, rate_bps=RATE_BPS, qdisc="fifo", queue_packets=40,
         bottleneck_delay_ms=propagation_ms, far_sender_ms=1.0, has_hop2=False,
@@ -72,8 +74,9 @@ def test_transfers_on_one_path_slow_each_other_down() -> None:
         together = [world.start_transfer(0, 1.0, size) for _ in range(2)]
         world.run_until(30.0)
         both = [world.completion_s(t) for t in together]
-    assert alone is not None and all(b is not None for b in both)
-    assert max(both) - 1.0 > 1.7 * (alone - 1.0)  # type: ignore[operator]
+    finished = [b for b in both if b is not None]
+    assert alone is not None and len(finished) == 2
+    assert max(finished) - 1.0 > 1.7 * (alone - 1.0)
 
 
 def test_cross_traffic_on_a_shared_segment_shows_on_both_paths() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from training.decisions.policies import POLICIES, lowest
@@ -28,7 +30,7 @@ def test_each_policy_reads_its_own_score_of_the_view_served_at_the_request() -> 
         excess_delay_ms=nan,
         min_delay_ms=np.array([30.0, 20.0, 10.0]),
     )
-    late = CandidateView(122.0, np.array([0.1, 0.9, 0.9]), *([nan] * 5), early.min_delay_ms)
+    late = replace(early, published_s=122.0, cost=np.array([0.1, 0.9, 0.9]))
     history = ViewHistory([early, late])
     mirror = RucioMirror(3, 60.0, 0.0, 0.0)
     rng = np.random.default_rng(1)

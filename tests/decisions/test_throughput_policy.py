@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -58,13 +59,18 @@ def test_the_score_adds_the_weighted_term_to_the_weighted_hazard() -> None:
     assert np.isnan(score[2])
 
 
-def view_with_throughput(bps: list[float], start_s: list[float]) -> CandidateView:
-    k = len(bps)
+def plain_view(k: int, **throughput: np.ndarray) -> CandidateView:
+    """A view of k paths at cost 0.3 published at 62 s (other values unknown)."""
     nan = np.full(k, np.nan)
     return CandidateView(
-        62.0, np.full(k, 0.3), *([nan] * 5), np.zeros(k),
-        throughput_bps=np.array(bps), throughput_start_s=np.array(start_s),
+        published_s=62.0, cost=np.full(k, 0.3), no_model_cost=nan, utilisation=nan,
+        congestion_probability=nan, loss=nan, excess_delay_ms=nan, min_delay_ms=np.zeros(k),
+        **throughput,
     )  # fmt: skip
+
+
+def view_with_throughput(bps: list[float], start_s: list[float]) -> CandidateView:
+    return plain_view(len(bps), throughput_bps=np.array(bps), throughput_start_s=np.array(start_s))
 
 
 def test_tput_only_picks_the_highest_latest_result_and_ranks_paths_without_one_last() -> None:
@@ -77,8 +83,7 @@ def test_tput_only_picks_the_highest_latest_result_and_ranks_paths_without_one_l
 
 
 def test_a_throughput_policy_without_tests_says_what_is_missing() -> None:
-    nan = np.full(2, np.nan)
-    history = ViewHistory([CandidateView(62.0, np.zeros(2), *([nan] * 5), np.zeros(2))])
+    history = ViewHistory([plain_view(2)])
     with pytest.raises(ValueError, match="--throughput-tests"):
         POLICIES["tput_only"](
             100.0, history, RucioMirror(2, 60.0, 0.0, 0.0), np.random.default_rng(0)
@@ -127,7 +132,7 @@ def test_the_rule_needs_two_scenarios_to_leave_one_out() -> None:
 def test_rows_carry_the_chosen_paths_result_and_its_age_at_the_request() -> None:
     view = {"cost": [0.5, None], "throughput_bps": [1e6, None], "throughput_start_s": [40.0, None]}
     outcome = {"arrival_s": 100.0, "size_bytes": 1e6, "duration_s": 2.0, "view": view}
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"job": "s-1/served", "policy": "served", "outcomes": [outcome | {"path": 0},
                                                                outcome | {"path": 1}],
          "throughput_tests": [[0, 40.0, 1000000], [1, 90.0, None], [1, 200.0, 3000000]]},

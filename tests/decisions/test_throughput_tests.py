@@ -15,6 +15,7 @@ from service.model.bundle import load_bundle  # noqa: E402
 from simulation.decision_world import (  # noqa: E402
     THROUGHPUT_REPEAT_S,
     THROUGHPUT_SLOT_GAP_S,
+    DecisionScenario,
     DecisionWorld,
     ThroughputTests,
     draw_scenario,
@@ -28,17 +29,17 @@ pytestmark = pytest.mark.slow
 SIZE = 1_000_000
 
 
-def with_tests(path: list[int], start_s: list[float], duration_s: float = 10.0) -> object:
+def with_tests(path: list[int], start_s: list[float], duration_s: float = 10.0) -> DecisionScenario:
     tests = ThroughputTests(np.array(path), np.array(start_s), duration_s)
     return replace(scenario(), throughput_tests=tests)
 
 
 def test_a_test_alone_measures_the_path_and_a_transfer_beside_it_takes_half() -> None:
-    with DecisionWorld(with_tests([0, 1], [1.0, 1.0])) as world:  # type: ignore[arg-type]
+    with DecisionWorld(with_tests([0, 1], [1.0, 1.0])) as world:
         assert np.isnan(world.throughput_bps()).all()  # not ended yet
         world.run_until(12.0)
         alone = world.throughput_bps()
-    with DecisionWorld(with_tests([0], [1.0])) as world:  # type: ignore[arg-type]
+    with DecisionWorld(with_tests([0], [1.0])) as world:
         world.start_transfer(0, 1.0, 10 * SIZE)
         world.run_until(12.0)
         shared = world.throughput_bps()
@@ -51,7 +52,7 @@ def test_a_test_alone_measures_the_path_and_a_transfer_beside_it_takes_half() ->
 
 def test_a_transfer_overlapping_a_test_is_slower() -> None:
     def transfer_time(tests: list[float]) -> float:
-        with DecisionWorld(with_tests([0] * len(tests), tests)) as world:  # type: ignore[arg-type]
+        with DecisionWorld(with_tests([0] * len(tests), tests)) as world:
             transfer = world.start_transfer(0, 1.0, SIZE)
             world.run_until(40.0)
             done = world.completion_s(transfer)
@@ -87,7 +88,7 @@ def test_the_served_view_holds_each_paths_latest_archived_result_from_the_next_m
     # path 0's is in minute 0's view, published at 62 s
     tests = with_tests([0, 1], [41.0, 47.5])
     predictor = load_bundle(DEFAULT_BUNDLE, FEATURE_NAMES)
-    with ClosedLoop(tests, predictor, 1000) as loop:  # type: ignore[arg-type]
+    with ClosedLoop(tests, predictor, 1000) as loop:
         loop.advance()
         first = loop.history.views[-1]
         loop.advance()

@@ -50,7 +50,7 @@ class CandidateView:
 
     def record(self) -> dict[str, list[float | None]]:
         """JSON-ready arrays (NaN as null; the throughput only where there are tests)."""
-        names = (
+        names: tuple[str, ...] = (
             "cost",
             "no_model_cost",
             "utilisation",
