@@ -557,7 +557,7 @@ def register_metrics(registry: CollectorRegistry, runtime: Runtime) -> None:
     registry.register(HttpCollector(runtime.http_guard))
     register_stream_gauge(registry, publishers.stream_counts())
     if (alarms := publishers.alarms) is not None:
-        registry.register(AlarmCollector(alarms.book, lambda: runtime.state.index.topology.sites))
+        registry.register(AlarmCollector(alarms, lambda: runtime.state.index.topology.sites))
 
 
 def telemetry_publisher(

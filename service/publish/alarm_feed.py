@@ -23,6 +23,8 @@ class AlarmFeed:
 
     book: AlarmBook
     stream: AlarmStream
+    #: The matrix served now (the alarms' site pairs and sites).
+    latest: Callable[[], CostMatrix | None]
     #: None without broker telemetry.
     broker: AlarmEventPublisher | None = None
     _unsubscribe: list[Callable[[], None]] = field(default_factory=list)
@@ -50,4 +52,4 @@ def build_alarm_feed(
     `topic` over `telemetry`'s connection (none without telemetry); `latest`: the matrix
     served now (the alarms' site pairs)."""
     broker = None if telemetry is None else AlarmEventPublisher(telemetry, topic, latest)
-    return AlarmFeed(book, AlarmStream(book, limit, latest), broker)
+    return AlarmFeed(book, AlarmStream(book, limit, latest), latest, broker)

@@ -321,7 +321,9 @@ def test_open_alarms_are_listed_and_their_site_pairs_outlined(
         expect(items).to_have_count(2)
         expect(items.nth(0)).to_have_attribute("data-alarm-id", FIREWALL.id)  # newest first
         expect(items.nth(0).locator(".kind")).to_have_text("firewall issue")
-        expect(items.nth(0).locator(".body")).to_contain_text(f"{FIREWALL.body()} (SITE-B)")
+        expect(items.nth(0).locator(".body")).to_contain_text(
+            f"{FIREWALL.body()} (SITE-A, SITE-B, SITE-C)"
+        )
         expect(items.nth(1).locator(".body")).to_contain_text("(SITE-A, SITE-B)")
         expect(page.locator(f"#heatmap {cell('SITE-A')}")).to_have_attribute("data-alarms", "2")
         expect(page.locator(f"#heatmap {cell('SITE-C')}")).to_have_attribute("data-alarms", "1")

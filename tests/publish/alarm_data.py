@@ -40,11 +40,12 @@ HIGH_LOSS = make_alarm(
     (("192.0.2.11", "198.51.100.21"),),
     {"loss": 0.08, "threshold": 0.02},
 )
-#: A firewall in front of SITE-B's 198.51.100.21, seen from SITE-A and SITE-C.
+#: A firewall in front of SITE-B's 198.51.100.21, seen from SITE-A and SITE-C: a grouped alarm
+#: names the sites of all its links, the peers too.
 FIREWALL = make_alarm(
     AlarmKind.FIREWALL_ISSUE,
     "SITE-B",
-    ("SITE-B",),
+    ("SITE-A", "SITE-B", "SITE-C"),
     (("192.0.2.11", "198.51.100.21"), ("203.0.113.5", "198.51.100.21")),
     {"source_hosts": 11, "loss": 1.0},
     opened_at=OPENED + 60.0,

@@ -91,17 +91,21 @@ def test_alarms_lists_open_and_closed_ones_filtered_by_site_kind_and_since(serve
     assert ids(everything.json()) == {"open": [FIREWALL.id], "closed": [HIGH_LOSS.id]}
     assert everything.json()["open"] == [alarm_record(FIREWALL, runtime.cycle.latest)]
     [firewall] = document.open
-    assert firewall.kind is AlarmKind.FIREWALL_ISSUE and firewall.tags == ["SITE-B"]
+    assert firewall.kind is AlarmKind.FIREWALL_ISSUE and firewall.subject == "SITE-B"
+    assert firewall.tags == ["SITE-A", "SITE-B", "SITE-C"]
     assert [pair.model_dump() for pair in firewall.site_pairs] == [SITE_A_B, SITE_C_B]
     [ended] = document.closed
     assert ended.status == "closed" and ended.ended_at == OPENED + 600.0
 
-    assert ids(get(url, site="SITE-A").json()) == {"open": [], "closed": [HIGH_LOSS.id]}
+    assert ids(get(url, site="SITE-A").json()) == {"open": [FIREWALL.id], "closed": [HIGH_LOSS.id]}
     assert ids(get(url, site="SITE-B", kind="firewall issue").json()) == {
         "open": [FIREWALL.id],
         "closed": [],
     }
-    assert ids(get(url, site="SITE-C").json()) == {"open": [], "closed": []}  # known, no alarm
+    assert ids(get(url, site="SITE-C", kind="high packet loss").json()) == {  # known, none
+        "open": [],
+        "closed": [],
+    }
     later = OPENED + 601.0  # after the loss alarm ended: only the open one is in effect
     assert ids(get(url, since=later).json()) == {"open": [FIREWALL.id], "closed": []}
     assert ids(get(url, since="2023-11-14T22:23:20Z").json()) == {  # OPENED + 600, ISO 8601
@@ -216,5 +220,7 @@ def test_metrics_count_open_alarms_by_kind_and_site_and_events_by_kind_and_actio
     assert value("nettel_alarm_events_total", kind="high packet loss", action="close") == 1
     assert value("nettel_alarm_events_total", kind="firewall issue", action="close") == 0
     assert value("nettel_site_alarms_open", kind="firewall issue", site="SITE-B") == 1
+    # at the site it is about, not at the peers whose tests to it fail
+    assert value("nettel_site_alarms_open", kind="firewall issue", site="SITE-A") == 0
     assert value("nettel_site_alarms_open", kind="high packet loss", site="SITE-A") == 0
     assert value("nettel_site_alarms_open", kind="link silent", site="SITE-C") == 0

@@ -9,9 +9,10 @@ import json
 from typing import Any
 
 from service.alarms.book import AlarmBook
+from service.alarms.records import AlarmKind
 from service.matrix.views import aggregate_sites
 from service.publish.alarm_stream import BACKLOG_EVENTS, AlarmStream
-from service.publish.alarm_view import alarm_record, site_pairs
+from service.publish.alarm_view import alarm_record, home_sites, site_pairs
 from service.publish.http_guard import HttpRefusal
 from service.publish.stream import MatrixStream, StreamLimit
 from tests.publish.alarm_data import FIREWALL, HIGH_LOSS, closed, make_alarm, opened
@@ -49,6 +50,19 @@ def test_site_pairs_are_the_site_level_cells_of_the_alarms_links() -> None:
     }
     gone = make_alarm(HIGH_LOSS.kind, "y", ("SITE-A",), (("192.0.2.99", "192.0.2.98"),), {})
     assert site_pairs(gone, MATRIX) == [] and site_pairs(HIGH_LOSS, None) == []
+
+
+def test_an_alarm_is_about_a_links_ends_a_groups_site_or_a_hosts_site() -> None:
+    assert home_sites(HIGH_LOSS, MATRIX) == ["SITE-A", "SITE-B"]
+    assert FIREWALL.sites == ("SITE-A", "SITE-B", "SITE-C")
+    assert home_sites(FIREWALL, MATRIX) == ["SITE-B"]  # not the peers whose tests fail
+    links = FIREWALL.links
+    host_group = make_alarm(HIGH_LOSS.kind, "ps.198.51.100.21.example", FIREWALL.sites, links, {})
+    assert home_sites(host_group, MATRIX) == ["SITE-B"]  # the host's own site, by the matrix
+    unsited = make_alarm(HIGH_LOSS.kind, "ps.203.0.113.99.example", ("SITE-B",), links, {})
+    assert home_sites(unsited, MATRIX) == []
+    clock = make_alarm(AlarmKind.LARGE_CLOCK_CORRECTION, "ps.gone.example", ("SITE-C",), (), {})
+    assert home_sites(clock, MATRIX) == home_sites(clock, None) == ["SITE-C"]
 
 
 def test_an_alarm_record_is_the_books_json_plus_its_site_pairs() -> None:

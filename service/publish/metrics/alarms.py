@@ -1,10 +1,12 @@
 """Network alarms: open alarms by kind, open and close events by kind, and open alarms by kind
 and site (what Alertmanager routes to a site's operators).
 
-Labels stay bounded: `kind` has 8 values, `action` 2, and `site` the topology's sites (plus,
-while an alarm concerning it is open, a site the topology no longer lists). Every (kind, site)
-of the topology is exported, 0 without an open alarm, so that a series exists before its first
-alarm: about 2,000 series for WLCG's ~250 sites.
+An alarm counts at the sites it is about (`alarm_view.home_sites`: a link's two ends, a grouped
+alarm's site or host's site), not at every peer of a grouped alarm. Labels stay bounded: `kind`
+has 8 values, `action` 2, and `site` the topology's sites (plus, while an alarm about it is
+open, a site the topology no longer lists). Every (kind, site) of the topology is exported, 0
+without an open alarm, so that a series exists before its first alarm: about 2,000 series for
+WLCG's ~250 sites.
 """
 
 from __future__ import annotations
@@ -14,22 +16,23 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from service.alarms.book import AlarmBook
 from service.alarms.records import AlarmKind
+from service.publish.alarm_feed import AlarmFeed
+from service.publish.alarm_view import home_sites
 from service.publish.metrics.families import AlwaysCollected
 
 ACTIONS = ("open", "close")
 
 
 class AlarmCollector(AlwaysCollected):
-    """The alarm book's counts; `sites`: the topology's sites now."""
+    """The counts of the feed's alarm book; `sites`: the topology's sites now."""
 
-    def __init__(self, book: AlarmBook, sites: Callable[[], Iterable[str]]) -> None:
-        self._book = book
+    def __init__(self, feed: AlarmFeed, sites: Callable[[], Iterable[str]]) -> None:
+        self._feed = feed
         self._sites = sites
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        book = self._book
+        book = self._feed.book
         by_kind = GaugeMetricFamily(
             "nettel_alarms_open", "Network alarms open now, by kind.", labels=["kind"]
         )
@@ -48,14 +51,16 @@ class AlarmCollector(AlwaysCollected):
         yield events
         by_site = GaugeMetricFamily(
             "nettel_site_alarms_open",
-            "Network alarms open now that concern a site (one of its sites), by kind and site; "
-            "0 for every kind at every site of the topology without one.",
+            "Network alarms open now about a site (a link's ends, a grouped alarm's site or "
+            "host's site), by kind and site; 0 for every kind at every site of the topology "
+            "without one.",
             labels=["kind", "site"],
         )
+        matrix = self._feed.latest()
         counts = Counter(
             (alarm.kind.value, site)
             for alarm in book.open_alarms()
-            for site in dict.fromkeys(alarm.sites)
+            for site in dict.fromkeys(home_sites(alarm, matrix))
         )
         sites = list(self._sites())
         zeros = {(kind.value, site): 0 for kind in AlarmKind for site in sites}
