@@ -1,9 +1,10 @@
 """Property-based fuzzing of the live HTTP API against its own OpenAPI document (schemathesis).
 
-A real `nettel serve` (real broker, a few real samples ingested, a topology with sites, admin
-endpoints enabled) is fuzzed operation by operation: schemathesis generates valid and invalid
-parameters from /openapi.json and checks every response: no 5xx, the status code is one the
-document lists, the content type is the documented one, the body matches the response schema.
+A real `nettel serve` (its front door included; a few real pScheduler runs ingested over HTTP,
+no broker needed; a topology with sites; admin endpoints enabled) is fuzzed operation by
+operation: schemathesis generates valid and invalid parameters from /openapi.json and checks
+every response: no 5xx, the status code is one the document lists, the content type is the
+documented one, the body matches the response schema.
 
 Not fuzzed: GET /costmatrix/stream and POST /alto/updates (server-sent events never end, so no
 response completes); the stream control of update streams is (any stream id it makes is 404).
@@ -14,53 +15,52 @@ Examples are derandomised and capped so the whole run stays well under 90 s.
 
 from __future__ import annotations
 
+import time
 from urllib.parse import unquote
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.config import DEFAULT_BUNDLE
 from service.publish.alto.openapi import MAX_LISTED_ENDPOINTS
 from service.publish.alto.request_bodies import MAX_ENDPOINT_PAIRS
-from tests.integration.wire import current_minute_ts, get_json, sample_body
+from tests.integration.wire import get_json
+from tests.run_factory import DESTINATION_HOST, SOURCE_HOST, run_body
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
-DELAY = "/topic/perfsonar.raw.histogram-owdelay"
-LOSS = "/topic/perfsonar.raw.packet-loss-rate"
 ADMIN_TOKEN = "fuzz-admin-token"
+INGEST_TOKEN = "fuzz-ingest-token"
 EXAMPLES_PER_OPERATION = 40
 STREAMS = ["/costmatrix/stream", "/alto/updates"]
 FILTERED_COST_MAP = "POST /alto/costmap/{metric}"
 ENDPOINT_COST = "POST /alto/endpointcost"
 
 
-def publish_samples(brokers: str) -> None:
-    """Three links (two with sites), loss and delay, in the last minutes."""
-    now = current_minute_ts()
-    publisher = StompClient(brokers)
-    try:
-        publisher.send(DELAY, sample_body("owdelay-histogram-real.json", [now - 120, now - 60]))
-        publisher.send(LOSS, sample_body("packet-loss-rate.json", [now - 180, now - 120, now - 60]))
-        publisher.send(DELAY, sample_body("owdelay-v2-push.json", [now - 60]))
-        publisher.send(LOSS, sample_body("packet-loss-rate.json", [now - 60], source="10.1.2.3"))
-    finally:
-        publisher.close()
+def ingest_samples(url: str) -> None:
+    """Three links (two with sites), loss and delay, in the last minutes (pScheduler runs)."""
+    posted = time.time()
+    runs = [{}, {"source": "10.1.2.3"}, {"dest": "198.51.100.20"}]
+    for number, ends in enumerate(runs):
+        run = run_body(posted - 60 * number, run_id=f"fuzz-{number}", **ends)
+        headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+        response = httpx.put(f"{url}/ingest/pscheduler", content=run, headers=headers)
+        assert response.status_code == 202, response.text
 
 
 @pytest.fixture
-def live_schema(activemq, nettel_service, tmp_path):
+def live_schema(nettel_service, tmp_path):
     """The OpenAPI document of a live, ready service holding three links."""
     topology = tmp_path / "topology.yaml"
-    topology.write_text("SITE-A: [ps-latency.site-a.example.org]\nSITE-B: [198.51.100.20]\n")
+    topology.write_text(f"SITE-A: [{SOURCE_HOST}]\nSITE-B: [{DESTINATION_HOST}, 198.51.100.20]\n")
     model = "default" if (DEFAULT_BUNDLE / "model_card.json").is_file() else "none"
     service = nettel_service(
-        activemq.brokers,
+        "none",
         "--interval",
         "1",
         "--topology",
@@ -69,19 +69,15 @@ def live_schema(activemq, nettel_service, tmp_path):
         model,
         "--publish-telemetry",
         "false",
-        "--subscription",
-        "plain",
-        "--client-id",
-        "openapi-fuzz",
-        env={"NETTEL_ADMIN_TOKEN": ADMIN_TOKEN},
+        env={"NETTEL_ADMIN_TOKEN": ADMIN_TOKEN, "NETTEL_INGEST_TOKEN": INGEST_TOKEN},
     )
     wait_for(lambda: get_json(f"{service.url}/readyz"), what="ready")
+    ingest_samples(service.url)
 
     def three_links():
-        publish_samples(activemq.brokers)
         return len((get_json(f"{service.url}/costmatrix") or {}).get("links", [])) >= 3
 
-    wait_for(three_links, interval=1.0, what="three links in the matrix")
+    wait_for(three_links, interval=0.5, what="three links in the matrix")
     yield schemathesis.openapi.from_url(f"{service.url}/openapi.json").exclude(path=STREAMS)
     assert service.process.poll() is None, "the service died while being fuzzed"
 
