@@ -1,7 +1,7 @@
 """Every metric the alert rules, the Grafana dashboard and the README name is really exported.
 
-Checked twice, never by reading nettel's source: (a) on the /metrics of a running `nettel serve`
-(private ActiveMQ, real messages, persistence and the shipped model on), together with the
+Checked twice, never by reading nettel's source: (a) on the /metrics of a running service (fed
+real messages over the in-memory broker, persistence and the shipped model on), together with the
 labels the queries group by, match on or show, and the values of `nettel_link_cost` against
 /costmatrix?level=site; (b) with `get_sample_value` on the registry `build_runtime` makes, over
 a runtime fed the same messages.
@@ -21,7 +21,6 @@ import pytest
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.alarms.records import AlarmKind
 from service.config import LOSS_TOPIC, Settings
@@ -47,7 +46,7 @@ from tests.deploy.support import (
     target_labels,
     template_labels,
 )
-from tests.integration.wire import get_json, wait_until_subscribed
+from tests.integration.wire import get_json
 
 TOP_SITE_PAIRS = 4
 #: Table columns Grafana makes itself, not labels.
@@ -128,20 +127,19 @@ def unknown_labels(families: list[Metric]) -> list[str]:
     return problems
 
 
-@pytest.mark.broker
 @pytest.mark.slow
 def test_a_running_service_exports_what_deploy_and_readme_name(
-    activemq, nettel_service, tmp_path: Path
+    memory_broker, memory_service, tmp_path: Path
 ) -> None:
-    service = nettel_service(
-        activemq.brokers,
-        *("--interval", "30", "--subscription", "plain", "--client-id", "metrics-in-use"),
+    service = memory_service(
+        memory_broker,
+        *("--interval", "30", "--subscription", "plain"),
         *("--topology", str(write_topology(tmp_path)), "--publish-telemetry", "false"),
         *("--state-dir", str(tmp_path / "state"), "--snapshot-interval", "1"),
         *("--metrics-top-site-pairs", str(TOP_SITE_PAIRS)),
     )
-    wait_until_subscribed(service.url, activemq.brokers)
-    publisher = StompClient(activemq.brokers)
+    wait_for(lambda: get_json(f"{service.url}/readyz"), what="ready (subscribed)")
+    publisher = service.publisher()
     for topic, body in mesh_messages():
         publisher.send(topic, body)
     publisher.close()
