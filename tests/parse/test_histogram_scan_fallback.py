@@ -2,7 +2,8 @@
 
 The extension is hidden from fresh interpreters by a `sitecustomize.py` put first on their
 PYTHONPATH, as if the build had skipped it: a parser process, compared over a corpus with this
-process's C path, and a real `nettel serve` fed a real histogram over the broker.
+process's C path, and a real `nettel serve` fed a real histogram (a pScheduler run over HTTP, whose
+parser scans its histogram as the bus's does).
 """
 
 from __future__ import annotations
@@ -12,25 +13,25 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
-from service.config import DELAY_TOPIC
 from service.parse import histogram_scan
 from service.parse.limits import InputLimits
 from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind, ParsedMessage
-from tests.integration.wire import current_minute_ts, get_json, wait_until_subscribed
-from tests.integration.wire import sample_body as wire_body
+from tests.integration.wire import get_json
 from tests.message_factory import BASE_TS, body, histogram, sample_body
 from tests.parse.test_histogram_scan import comparable, delay_bodies
+from tests.run_factory import SOURCE_HOST, run_body
 
 DELAY = MeasurementKind.DELAY
 LOSS = MeasurementKind.LOSS
@@ -165,31 +166,27 @@ def test_generated_bodies_parse_the_same(
 # ---- a real service --------------------------------------------------------------------------
 
 
-@pytest.mark.broker
 def test_serve_without_the_extension_serves_exact_statistics(
-    activemq: Any, nettel_service: Any, tmp_path: Path
+    nettel_service: Any, tmp_path: Path
 ) -> None:
-    service = nettel_service(
-        activemq.brokers, "--interval", "1", env=without_scanner(tmp_path / "no-scanner")
-    )
+    token = "fallback-ingest-token"
+    env = without_scanner(tmp_path / "no-scanner") | {"NETTEL_INGEST_TOKEN": token}
+    service = nettel_service("none", "--interval", "1", env=env)
     logs = [json.loads(line) for line in service.log_text().splitlines() if line.startswith("{")]
     [scanner_log] = [entry for entry in logs if "histogram_scanner" in entry]
     assert (scanner_log["histogram_scanner"], scanner_log["level"]) == ("python", "warning")
 
-    wait_until_subscribed(service.url, activemq.brokers)
-    publisher = StompClient(activemq.brokers)
-    try:
-        sample = wire_body("owdelay-histogram-real.json", [current_minute_ts(1)])
-        publisher.send(DELAY_TOPIC, sample)
-    finally:
-        publisher.close()
+    run = run_body(time.time(), run_id="no-scanner")  # the real histogram of the bus sample
+    headers = {"Authorization": f"Bearer {token}"}
+    assert (
+        httpx.put(f"{service.url}/ingest/pscheduler", content=run, headers=headers).status_code
+        == 202
+    )
 
     def delay_of_the_link() -> dict[str, float] | None:
-        matrix = get_json(f"{service.url}/costmatrix", destination="198.51.100.20")
-        for link in (matrix or {}).get("links", []):
-            if link["source"] == "192.0.2.10" and link["delay_ms"]:
-                return link["delay_ms"]
-        return None
+        matrix = get_json(f"{service.url}/costmatrix", source=SOURCE_HOST)
+        links = (matrix or {}).get("links", [])
+        return links[0]["delay_ms"] if links and links[0]["delay_ms"] else None
 
     delay = wait_for(delay_of_the_link, what="the sample link's delay in /costmatrix")
     assert (delay["mean"], delay["median"]) == (2.9321, 2.6)
