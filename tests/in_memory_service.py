@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from unittest import mock
 
@@ -44,6 +44,11 @@ class InMemoryService:
     #: When (time.monotonic) the service began to be built, as a process's launch.
     launched_at: float
     _log: io.StringIO
+    _running: ExitStack
+
+    def stop(self) -> None:
+        """Stop the service as `nettel serve` stops (its parts in reverse), and its HTTP API."""
+        self._running.close()
 
     def log_text(self) -> str:
         """What `nettel` logged since the service was built, one JSON object a line (as `nettel
@@ -85,12 +90,13 @@ def serve_in_memory(
     nettel.addHandler(handler)
     level = nettel.level
     nettel.setLevel(logging.INFO)
-    runtime = build_runtime(settings, broker_connector=broker.connector)
-    runtime.start()
     try:
-        with serve_app(create_app(runtime)) as url:
-            yield InMemoryService(url, runtime, broker, launched_at, log)
+        with ExitStack() as running:
+            runtime = build_runtime(settings, broker_connector=broker.connector)
+            runtime.start()
+            running.callback(runtime.stop)
+            url = running.enter_context(serve_app(create_app(runtime)))
+            yield InMemoryService(url, runtime, broker, launched_at, log, running)
     finally:
-        runtime.stop()
         nettel.removeHandler(handler)
         nettel.setLevel(level)
