@@ -23,7 +23,7 @@ from service.alarms.book import AlarmBook
 from service.alarms.records import AlarmKind
 from service.config import Settings
 from service.publish.alarm_routes import AlarmsOut
-from service.publish.alarm_view import alarm_record
+from service.publish.alarm_view import alarm_record, home_sites
 from service.publish.app import create_app
 from service.publish.http_server import http_config
 from service.publish.lifespan import publishers_lifespan
@@ -37,12 +37,13 @@ SITE_A_B = {"source": "SITE-A", "destination": "SITE-B"}
 SITE_C_B = {"source": "SITE-C", "destination": "SITE-B"}
 
 
-def fed_runtime(topology: Path, **settings: object) -> Runtime:
+def fed_runtime(topology: Path, engine: bool = False, **settings: object) -> Runtime:
     """A runtime (with its alarm book unless alarms=False) fed the mesh, one matrix computed;
-    the alarm engine detached (the mesh's lossy links would raise alarms of its own)."""
+    the alarm engine detached unless `engine` (the mesh's lossy links raise alarms of its own)."""
     base: dict[str, Any] = {"model": "none", "publish_telemetry": False, "topology": topology}
     runtime = build_runtime(Settings(**(base | settings)))
-    runtime.cycle.analysis_observers.clear()  # no engine: the test records what it would
+    if not engine:
+        runtime.cycle.analysis_observers.clear()  # the test records what the engine would
     runtime.pipeline.handle_frames([(t, json.dumps(body), None) for t, body in mesh_messages()])
     runtime.cycle.recompute()
     return runtime
@@ -50,12 +51,13 @@ def fed_runtime(topology: Path, **settings: object) -> Runtime:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    """`serve(**settings)`: the app and HTTP settings of `nettel serve` with its publishers
-    running, on a free loopback port; the alarm engine's book, which the test records in."""
+    """`serve(engine=False, **settings)`: the app and HTTP settings of `nettel serve` with its
+    publishers running, on a free loopback port; the alarm engine's book, which the test records
+    in (or, with `engine`, the engine did from the mesh)."""
     running: list[tuple[uvicorn.Server, threading.Thread]] = []
 
-    def start(**settings: object) -> Served:
-        runtime = fed_runtime(write_topology(tmp_path), **settings)
+    def start(engine: bool = False, **settings: object) -> Served:
+        runtime = fed_runtime(write_topology(tmp_path), engine, **settings)
         app = create_app(runtime, publishers_lifespan)
         port = free_port()
         server = uvicorn.Server(http_config(app, "127.0.0.1", port, runtime.http_guard))
@@ -224,3 +226,23 @@ def test_metrics_count_open_alarms_by_kind_and_site_and_events_by_kind_and_actio
     assert value("nettel_site_alarms_open", kind="firewall issue", site="SITE-A") == 0
     assert value("nettel_site_alarms_open", kind="high packet loss", site="SITE-A") == 0
     assert value("nettel_site_alarms_open", kind="link silent", site="SITE-C") == 0
+
+
+def test_the_engines_own_alarms_reach_the_api_the_stream_and_the_metrics(serve) -> None:
+    url, runtime, book = serve(engine=True)
+    matrix = runtime.cycle.latest
+    raised = book.open_alarms()
+    assert raised, "the mesh's lossy links (3 % and 8 % for 32 minutes) raise alarms"
+    assert get(url).json()["open"] == [alarm_record(alarm, matrix) for alarm in raised]
+    with httpx.stream("GET", f"{url}/alarms/stream", timeout=httpx.Timeout(10, read=30)) as got:
+        first = next(read_events(got.iter_lines()))
+    assert json.loads(first["data"]) == {"open": [alarm_record(a, matrix) for a in raised]}
+    for kind in AlarmKind:
+        opened_now = sum(alarm.kind is kind for alarm in raised)
+        assert metric_value(url, "nettel_alarms_open", kind=kind.value) == opened_now
+        events = metric_value(url, "nettel_alarm_events_total", kind=kind.value, action="open")
+        assert events == opened_now, kind
+    for alarm in raised:
+        assert home_sites(alarm, matrix), alarm  # every mesh alarm is about a site
+        for site in home_sites(alarm, matrix):
+            assert metric_value(url, "nettel_site_alarms_open", kind=alarm.kind.value, site=site)
