@@ -1,5 +1,6 @@
 """The service fed through its broker subscription (the in-memory broker as ActiveMQ, then as
-RabbitMQ): messages in, matrix out over HTTP, readiness following the broker."""
+RabbitMQ): messages in, matrix out over HTTP, readiness following the broker, and a subscription
+mode the broker has not refused with the reason."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
 from service.analysis.features import FEATURE_NAMES
+from service.broker.memory_broker import MemoryBroker
 from service.config import DELAY_TOPIC as DELAY
 from service.config import LOSS_TOPIC as LOSS
 from tests.integration.wire import current_minute_ts, get_json, sample_body
@@ -200,3 +202,12 @@ def test_openapi_docs_are_served(service):
         "/readyz",
         "/metrics",
     } <= set(spec["paths"])
+
+
+def test_auto_refuses_virtual_topics_on_rabbitmq_and_says_why(memory_service):
+    service = memory_service(MemoryBroker("rabbitmq"), "--subscription", "virtual")
+    reason = "subscription virtual needs ActiveMQ's virtual topics; the broker is rabbitmq"
+    wait_for(lambda: reason in service.log_text(), timeout=15, what="the refusal logged")
+    response = httpx.get(f"{service.url}/readyz")
+    assert response.status_code == 503
+    assert "not connected to a broker" in response.json()["problems"]
