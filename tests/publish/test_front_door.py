@@ -38,6 +38,8 @@ def serve() -> Iterator[Callable[..., Served]]:
     def start(**settings: object) -> Served:
         base = {"model": "none", "publish_telemetry": False}
         runtime = build_runtime(Settings(**(base | settings)))  # type: ignore[arg-type]
+        assert runtime.intake is not None
+        runtime.intake.start()  # takes runs (the rest of the service is not started)
         app = create_app(runtime)
         port = free_port()
         config = http_config(
