@@ -34,7 +34,7 @@ from service.ingest.rate_limit import ClientRateLimiter
 from service.ingest.source import Source
 from service.ingest.stomp_source import StompSource, SubscriptionSpec
 from service.lifecycle import Component, Hooks
-from service.matrix.cycle import MatrixCycle
+from service.matrix.cycle import CycleObservers, MatrixCycle, ServedMatrix
 from service.model.slot import ModelSlot
 from service.parse.limits import InputLimits
 from service.parse.records import MeasurementKind
@@ -53,7 +53,7 @@ from service.publish.metrics.election import ElectionCollector
 from service.publish.metrics.http import HttpCollector, register_stream_gauge
 from service.publish.metrics.ingest import IngestCollector
 from service.publish.metrics.links import LinkStateCollector
-from service.publish.metrics.matrix import register_matrix_metrics
+from service.publish.metrics.matrix import MatrixMetrics
 from service.publish.metrics.model import register_model_metrics
 from service.publish.metrics.persistence import PersistenceCollector
 from service.publish.metrics.topology import TopologyCollector
@@ -416,9 +416,23 @@ def build_runtime(settings: Settings, broker_connector: Connector | None = None)
     model = load_model_slot(settings)
     alarms = AlarmService.build(settings)
     behind = backlog if backfill is None else lambda: backlog() or backfill.running
-    observers: list[Callable[[float], None]] = []
-    if settings.retire_after:
-        observers.append(LinkRetirement(state, settings.retire_after).after_cycle)
+    # `runtime` is bound below; these run only once it is (the election while running, the
+    # telemetry when a matrix is published).
+    election = build_election(settings, brokers, eligible=lambda: runtime.ready()[0])
+    guard = HttpGuard(http_limits(settings))
+    telemetry = telemetry_publisher(settings, brokers, lambda: runtime.publishes_telemetry())
+    served = ServedMatrix()
+    publishers = build_publishers(
+        settings,
+        served,
+        lambda: state.index.topology,
+        telemetry,
+        guard,
+        alarms=alarms.book if alarms else None,
+    )
+    top = settings.metrics_top_site_pairs
+    matrix_metrics = MatrixMetrics(served, top, publishers.site_links)
+    retirement = LinkRetirement(state, settings.retire_after) if settings.retire_after else None
     cycle = MatrixCycle(
         state,
         settings.interval,
@@ -426,21 +440,8 @@ def build_runtime(settings: Settings, broker_connector: Connector | None = None)
         settings.freshness,
         behind=behind,
         empirical_filter=settings.empirical_filter,
-        cycle_observers=observers,
-        analysis_observers=[alarms.after_cycle] if alarms else [],
-    )
-    # `runtime` is bound below; these run only once it is (the election while running, the
-    # telemetry when a matrix is published).
-    election = build_election(settings, brokers, eligible=lambda: runtime.ready()[0])
-    guard = HttpGuard(http_limits(settings))
-    telemetry = telemetry_publisher(settings, brokers, lambda: runtime.publishes_telemetry())
-    publishers = build_publishers(
-        settings,
-        cycle,
-        lambda: state.index.topology,
-        telemetry,
-        guard,
-        alarms=alarms.book if alarms else None,
+        observers=cycle_observers(matrix_metrics, retirement, alarms, publishers),
+        served=served,
     )
     warm = warm_source(settings, store)
     topology = topology_refresher(settings, state, loaded)
@@ -481,8 +482,26 @@ def build_runtime(settings: Settings, broker_connector: Connector | None = None)
         admin_token=settings.admin_bearer_token(),
         alarms=alarms.book if alarms else None,
     )
-    register_metrics(runtime.registry, runtime)
+    register_metrics(runtime.registry, runtime, matrix_metrics)
     return runtime
+
+
+def cycle_observers(
+    metrics: MatrixMetrics,
+    retirement: LinkRetirement | None,
+    alarms: AlarmService | None,
+    publishers: Publishers,
+) -> CycleObservers:
+    """Everything the matrix cycle calls, in one place: its duration to the metrics and to
+    retirement (idle links go between cycles), the analysis to the alarms, each snapshot's
+    views prepared (the costliest site pairs, ALTO's maps), then the publishers (streams and
+    broker telemetry)."""
+    return CycleObservers(
+        recomputed=(metrics.observe_seconds, *([retirement.after_cycle] if retirement else [])),
+        analysed=(alarms.after_cycle,) if alarms else (),
+        prepare=(metrics.prepare, publishers.prepare),
+        published=(publishers.publish,),
+    )
 
 
 def running_parts(
@@ -527,7 +546,9 @@ def running_parts(
     return [part for part in candidates if part is not None]
 
 
-def register_metrics(registry: CollectorRegistry, runtime: Runtime) -> None:
+def register_metrics(
+    registry: CollectorRegistry, runtime: Runtime, matrix_metrics: MatrixMetrics
+) -> None:
     """/metrics: each part's collector, registered beside the part (those it lacks are not)."""
 
     def started_at() -> float:
@@ -545,8 +566,7 @@ def register_metrics(registry: CollectorRegistry, runtime: Runtime) -> None:
         registry.register(BrokerCollector(runtime.bus))
     registry.register(ElectionCollector(runtime.election, runtime.publishes_telemetry))
     publishers = runtime.publishers
-    top = runtime.settings.metrics_top_site_pairs
-    register_matrix_metrics(registry, runtime.cycle, top, publishers.site_links)
+    matrix_metrics.register(registry)
     if runtime.persistence is not None:
         registry.register(PersistenceCollector(runtime.persistence, started_at))
     registry.register(BackfillCollector(runtime.backfill))

@@ -18,7 +18,7 @@ from service.alarms.engine import AlarmEngine
 from service.alarms.service import AlarmService
 from service.analysis.link_analysis import LinkAnalysis
 from service.analysis.predictor import UtilisationPredictor
-from service.matrix.cycle import MatrixCycle
+from service.matrix.cycle import CycleObservers, MatrixCycle
 from service.matrix.snapshot import CostMatrix
 from service.state.link_state import StateView
 
@@ -60,7 +60,9 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     service = AlarmService(book, AlarmEngine(book))
     observer = TimedObserver(service)
     plain = MatrixCycle(state, 3600.0, model, clock=clock)
-    alarmed = MatrixCycle(state, 3600.0, model, clock=clock, analysis_observers=[observer])
+    alarmed = MatrixCycle(
+        state, 3600.0, model, clock=clock, observers=CycleObservers(analysed=(observer,))
+    )
     plain.recompute()
     gc.collect()
     catch_up = timed_recompute(alarmed, observer)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from service.analysis.link_analysis import LinkAnalysis, analyse_links
 from service.analysis.predictor import UtilisationPredictor
@@ -38,8 +39,32 @@ def recompute_gap(freshness: float, last_seconds: float, last_cpu_seconds: float
     return max(freshness - last_seconds, DUTY_FACTOR * last_cpu_seconds)
 
 
+class ServedMatrix:
+    """The cost matrix in service: one reference the cycle swaps and every reader reads (the
+    publishers and the metrics hold it from before the cycle exists)."""
+
+    def __init__(self) -> None:
+        self.latest: CostMatrix | None = None
+
+
+@dataclass(frozen=True)
+class CycleObservers:
+    """Everything a recompute calls, by when (each kind in its order):
+
+    - `recomputed`: with the recompute's duration, once the new snapshot is served;
+    - `analysed`: with the view it analysed, the analysis and the snapshot (e.g. the alarms);
+    - `prepare`: with the snapshot, to build what queries read once per snapshot;
+    - `published`: with the previous and the new snapshot (streams, telemetry).
+    """
+
+    recomputed: tuple[Callable[[float], None], ...] = ()
+    analysed: tuple[AnalysisObserver, ...] = ()
+    prepare: tuple[Callable[[CostMatrix], None], ...] = ()
+    published: tuple[Callable[[CostMatrix | None, CostMatrix], None], ...] = ()
+
+
 class MatrixCycle:
-    """Owns the latest immutable CostMatrix; readers just read `latest` (one reference swap)."""
+    """Swaps the latest immutable CostMatrix into `served`; readers just read `latest`."""
 
     name = "matrix-cycle"
 
@@ -54,20 +79,15 @@ class MatrixCycle:
         behind: Callable[[], bool] = lambda: False,
         empirical_filter: EmpiricalFilterInput = "newest-minute",
         monotonic: Callable[[], float] = time.monotonic,
-        cycle_observers: Sequence[Callable[[float], None]] = (),
-        analysis_observers: Sequence[AnalysisObserver] = (),
+        observers: CycleObservers = CycleObservers(),
+        served: ServedMatrix | None = None,
     ) -> None:
         """`behind` tells whether ingest is behind now (polled every tick); `clock` dates the
-        snapshots, `monotonic` schedules the recomputes; `cycle_observers` are called with each
-        recompute's duration, `analysis_observers` with the view it analysed, the analysis and
-        the matrix (after it is served; e.g. the alarms)."""
-        self.latest: CostMatrix | None = None
+        snapshots, `monotonic` schedules the recomputes; `observers` are what each recompute
+        calls; `served` holds the snapshot in service (a new one when None)."""
+        self.served = served if served is not None else ServedMatrix()
         self.predictor = predictor
-        self.cycle_observers: list[Callable[[float], None]] = list(cycle_observers)
-        self.analysis_observers: list[AnalysisObserver] = list(analysis_observers)
-        self.matrix_observers: list[Callable[[CostMatrix | None, CostMatrix], None]] = []
-        #: Called with each new snapshot before it is served (views built once per cycle).
-        self.snapshot_preparers: list[Callable[[CostMatrix], None]] = []
+        self.observers = observers
         self._state = state
         self._interval = interval
         self._freshness = freshness
@@ -88,6 +108,14 @@ class MatrixCycle:
         self._loop.stop(timeout)
 
     @property
+    def latest(self) -> CostMatrix | None:
+        return self.served.latest
+
+    @latest.setter
+    def latest(self, matrix: CostMatrix | None) -> None:
+        self.served.latest = matrix
+
+    @property
     def serve_seconds(self) -> float:
         """How long the last recompute took to serve its snapshot (views built after)."""
         return self._last_seconds
@@ -102,16 +130,17 @@ class MatrixCycle:
         view, analysis, matrix = self._build(self.latest)
         previous, self.latest = self.latest, matrix
         elapsed = self._last_seconds = time.perf_counter() - started
-        for observe in self.cycle_observers:
+        observers = self.observers
+        for observe in observers.recomputed:
             observe(elapsed)
-        for observe_analysis in self.analysis_observers:
+        for observe_analysis in observers.analysed:
             observe_analysis(view, analysis, matrix)
         del view, analysis
         matrix.prepare_views()
-        for prepare in self.snapshot_preparers:
+        for prepare in observers.prepare:
             prepare(matrix)
-        for publish in self.matrix_observers:
-            publish(previous, self.latest)
+        for publish in observers.published:
+            publish(previous, matrix)
         self._release_free_memory()  # after _build's view and analysis are gone
         self._last_cpu_seconds = time.thread_time() - cpu_started
         return self.latest

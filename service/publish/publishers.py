@@ -1,11 +1,12 @@
 """The publishers beside the REST API: SSE streams (the matrix's, the alarms' and ALTO's update
 streams), broker telemetry and alarm events, and per-snapshot views.
 
-`build_publishers` makes them (the runtime does, once); `Publishers` is one of the runtime's
-running parts: its start attaches the matrix observers (wake-ups of both kinds of stream, broker
-telemetry) and starts the telemetry thread, its stop detaches them and ends the open streams.
-Views derived from a snapshot (site aggregation, ALTO maps) are built once per snapshot, in the
-matrix cycle before it is served (`prepare`).
+`build_publishers` makes them (the runtime does, once, and lists `prepare` and `publish` among
+the matrix cycle's observers); `Publishers` is one of the runtime's running parts: while it runs
+(its start starts the telemetry thread), a new snapshot wakes both kinds of stream and goes to
+the broker; its stop ends the open streams and telemetry. Views derived from a snapshot (site
+aggregation, ALTO maps) are built once per snapshot, in the matrix cycle before it is served
+(`prepare`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Generic, TypeVar
 
 from service.alarms.book import AlarmBook
 from service.config import Settings
-from service.matrix.cycle import MatrixCycle
+from service.matrix.cycle import ServedMatrix
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.publish.alarm_feed import AlarmFeed, build_alarm_feed
@@ -29,7 +30,6 @@ from service.publish.telemetry import TelemetryPublisher
 from service.topology.topology import Topology
 
 T = TypeVar("T")
-Observer = Callable[[CostMatrix | None, CostMatrix], None]
 
 
 class SnapshotMemo(Generic[T]):
@@ -56,7 +56,7 @@ class Publishers:
 
     name = "publishers"
 
-    cycle: MatrixCycle
+    served: ServedMatrix
     stream: MatrixStream
     telemetry: TelemetryPublisher | None
     site_links: SnapshotMemo[Sequence[LinkRecord]]
@@ -65,21 +65,30 @@ class Publishers:
     rse_map: dict[str, str] | None = None
     #: /alarms/stream and the broker's alarm events (None: alarms disabled).
     alarms: AlarmFeed | None = None
-    _observers: list[Observer] = field(default_factory=list)
+    #: Whether the publishers run (between `start` and `stop`): only then do new snapshots
+    #: wake the streams, go to the broker and get their ALTO views built in the cycle.
+    running: bool = field(default=False, init=False)
 
     def start(self) -> None:
-        self._observers = [self.stream.observe, self.alto_updates.observe]
         if self.telemetry is not None:
             self.telemetry.start()
-            self._observers.append(self.telemetry.observe)
         if self.alarms is not None:
             self.alarms.start()
-        self.cycle.matrix_observers.extend(self._observers)
-        self.cycle.snapshot_preparers.append(self.prepare)
+        self.running = True
 
     def prepare(self, matrix: CostMatrix) -> None:
         """Build the snapshot's ALTO view (network map, cost maps) before it is served."""
-        self.alto_view(matrix).prepare()
+        if self.running:
+            self.alto_view(matrix).prepare()
+
+    def publish(self, previous: CostMatrix | None, latest: CostMatrix) -> None:
+        """A new snapshot is served: wake both kinds of SSE stream and send broker telemetry."""
+        if not self.running:
+            return
+        self.stream.observe(previous, latest)
+        self.alto_updates.observe(previous, latest)
+        if self.telemetry is not None:
+            self.telemetry.observe(previous, latest)
 
     def stream_counts(self) -> dict[str, Callable[[], int]]:
         """SSE endpoint (a metric label) -> how many streams it has open now."""
@@ -97,11 +106,7 @@ class Publishers:
         self.alto_updates.close()
 
     def stop(self) -> None:
-        for observer in self._observers:
-            self.cycle.matrix_observers.remove(observer)
-        self._observers = []
-        if self.prepare in self.cycle.snapshot_preparers:
-            self.cycle.snapshot_preparers.remove(self.prepare)
+        self.running = False
         if self.alarms is not None:
             self.alarms.stop()
         self.close_streams()
@@ -111,15 +116,15 @@ class Publishers:
 
 def build_publishers(
     settings: Settings,
-    cycle: MatrixCycle,
+    served: ServedMatrix,
     topology: Callable[[], Topology],
     telemetry: TelemetryPublisher | None,
     guard: HttpGuard,
     alarms: AlarmBook | None = None,
 ) -> Publishers:
-    """The publishers of `cycle`'s snapshots; `topology`: the one in use now (ALTO's network
-    map), `guard` counts the streams refused or dropped, `alarms`: the alarm book whose events
-    are streamed and sent to the broker (None: alarms disabled)."""
+    """The publishers of the snapshots `served` holds; `topology`: the one in use now (ALTO's
+    network map), `guard` counts the streams refused or dropped, `alarms`: the alarm book whose
+    events are streamed and sent to the broker (None: alarms disabled)."""
     site_links: SnapshotMemo[Sequence[LinkRecord]] = SnapshotMemo(lambda matrix: matrix.site_links)
 
     def alto_view_of(matrix: CostMatrix) -> AltoView:
@@ -136,7 +141,7 @@ def build_publishers(
     alto_view = SnapshotMemo(alto_view_of)
 
     def latest() -> CostMatrix | None:
-        return cycle.latest
+        return served.latest
 
     stream = MatrixStream(
         latest,
@@ -146,7 +151,7 @@ def build_publishers(
         refuse=guard.refuse,
     )
     return Publishers(
-        cycle,
+        served,
         stream,
         telemetry,
         site_links,

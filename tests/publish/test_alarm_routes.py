@@ -30,7 +30,7 @@ from service.publish.lifespan import publishers_lifespan
 from service.runtime import Runtime, build_runtime
 from tests.deploy.site_mesh import mesh_messages, write_topology
 from tests.publish.alarm_data import FIREWALL, HIGH_LOSS, OPENED, closed, opened
-from tests.publish.support import read_events
+from tests.publish.support import detach_alarm_engine, read_events
 
 Served = tuple[str, Runtime, AlarmBook]
 SITE_A_B = {"source": "SITE-A", "destination": "SITE-B"}
@@ -43,7 +43,7 @@ def fed_runtime(topology: Path, engine: bool = False, **settings: object) -> Run
     base: dict[str, Any] = {"model": "none", "publish_telemetry": False, "topology": topology}
     runtime = build_runtime(Settings(**(base | settings)))
     if not engine:
-        runtime.cycle.analysis_observers.clear()  # the test records what the engine would
+        detach_alarm_engine(runtime.cycle)  # the test records what the engine would
     runtime.pipeline.handle_frames([(t, json.dumps(body), None) for t, body in mesh_messages()])
     runtime.cycle.recompute()
     return runtime

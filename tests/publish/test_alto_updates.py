@@ -85,10 +85,10 @@ SUBSTREAMS = {
 
 
 def publish(runtime: Runtime, links: list[Any], at: float) -> None:
-    """A new matrix, announced to the matrix observers as the cycle does."""
+    """A new matrix, announced to the cycle's observers of served snapshots as it does."""
     matrix = make_matrix(links, at)
     previous, runtime.cycle.latest = runtime.cycle.latest, matrix
-    for observe in list(runtime.cycle.matrix_observers):
+    for observe in runtime.cycle.observers.published:
         observe(previous, matrix)
 
 

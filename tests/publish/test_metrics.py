@@ -83,7 +83,7 @@ def test_sites_are_aggregated_once_per_matrix_in_the_cycle_not_per_scrape(
     runtime = build()
     registry = runtime.registry
     first = make_matrix(LINKS)
-    for prepare in runtime.cycle.snapshot_preparers:  # as the cycle does once it serves it
+    for prepare in runtime.cycle.observers.prepare:  # as the cycle does once it serves it
         prepare(first)
     assert len(calls) == 1 and calls[0] is first.links
     runtime.cycle.latest = first
@@ -137,7 +137,7 @@ def test_a_registry_refuses_two_collectors_exporting_one_name() -> None:
     with pytest.raises(ValueError, match="nettel_links_tracked"):
         runtime.registry.register(LinkStateCollector(runtime.state, max_links=1))
     with pytest.raises(ValueError, match="nettel_link_cost"):  # described before any matrix
-        runtime.registry.register(MatrixCollector(runtime.cycle, top=1))
+        runtime.registry.register(MatrixCollector(runtime.cycle.served, top=1))
 
 
 def test_top_site_pairs_setting(monkeypatch: pytest.MonkeyPatch) -> None:

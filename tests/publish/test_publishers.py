@@ -66,25 +66,29 @@ def test_web_page_and_its_files_are_served_from_the_package():
     assert styles.headers["content-type"].startswith("text/css")
 
 
-def test_lifespan_attaches_and_detaches_the_matrix_observers():
+def test_snapshots_reach_the_publishers_only_while_their_lifespan_runs(monkeypatch):
     runtime = build(publish_telemetry=True)
-    observers = runtime.cycle.matrix_observers
     publishers = runtime.publishers
+    assert runtime.cycle.observers.published == (publishers.publish,)  # listed once, at build
+    woken: list[object] = []
+    sent: list[object] = []
+    monkeypatch.setattr(publishers.stream, "observe", lambda old, new: woken.append(new))
+    monkeypatch.setattr(publishers.telemetry, "observe", lambda old, new: sent.append(new))
+    runtime.cycle.recompute()
+    assert woken == sent == []  # not started: nothing wakes, nothing goes to the broker
     with TestClient(create_app(runtime, lifespan=publishers_lifespan)):
-        assert observers == [  # wake-ups of both kinds of SSE stream, and broker telemetry
-            publishers.stream.observe,
-            publishers.alto_updates.observe,
-            publishers.telemetry.observe,
-        ]
-    assert observers == []
+        matrix = runtime.cycle.recompute()
+        assert woken == sent == [matrix]
+    runtime.cycle.recompute()
+    assert woken == sent == [matrix] and not publishers.running
 
 
 def test_a_second_app_over_one_runtime_adds_nothing_to_its_cycle():
     runtime = build()
     cycle = runtime.cycle
-    attached = (list(cycle.cycle_observers), list(cycle.snapshot_preparers))
+    observers = cycle.observers
     first, second = create_app(runtime), create_app(runtime)
-    assert (cycle.cycle_observers, cycle.snapshot_preparers) == attached
+    assert cycle.observers is observers
     cycle.recompute()
     with TestClient(first) as one, TestClient(second) as two:
         for client in (one, two):
@@ -96,7 +100,7 @@ def test_the_app_alone_starts_nothing():
     runtime = build(publish_telemetry=True)
     with TestClient(create_app(runtime)) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
-        assert runtime.cycle.matrix_observers == []
+        assert not runtime.publishers.running
         assert runtime.bus is not None and not runtime.bus.connected
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.matrix.cycle import MatrixCycle
+from service.matrix.cycle import CycleObservers, MatrixCycle
 from service.matrix.views import aggregate_sites
 from service.persistence.snapshot_codec import decode_state, encode_state
 from service.state.link_buffers import ARCHIVE, SERIES
@@ -88,11 +88,12 @@ def test_a_link_that_comes_back_starts_afresh_in_a_freed_row() -> None:
 def test_the_matrix_and_site_view_lose_the_retired_links() -> None:
     state = state_a_week_later()
     clock = [LATER]
-    cycle = MatrixCycle(state, interval=10, clock=lambda: clock[0])
-    before = aggregate_sites(cycle.recompute().links)
-    assert [(s["source"], s["links"]) for s in before] == [("site-a", 3), ("site-b", 2)]
     retirement = LinkRetirement(state, WEEK, clock=lambda: clock[0])
-    cycle.cycle_observers.append(retirement.after_cycle)
+    plain = MatrixCycle(state, interval=10, clock=lambda: clock[0])
+    before = aggregate_sites(plain.recompute().links)
+    assert [(s["source"], s["links"]) for s in before] == [("site-a", 3), ("site-b", 2)]
+    observers = CycleObservers(recomputed=(retirement.after_cycle,))
+    cycle = MatrixCycle(state, interval=10, clock=lambda: clock[0], observers=observers)
     cycle.recompute()  # retires after this cycle ...
     matrix = cycle.recompute()  # ... so the next matrix no longer has them
     assert [record["source"] for record in matrix.links] == ["10.0.0.1", "10.0.0.3", "10.0.0.5"]

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from service.matrix.cycle import MatrixCycle
+from service.matrix.cycle import ServedMatrix
 from service.matrix.link_record import LinkRecord
 from service.matrix.snapshot import CostMatrix
 from service.publish.publishers import SnapshotMemo
@@ -27,10 +27,10 @@ class MatrixCollector(Collector):
     """The latest snapshot's families (none before the first), site pairs aggregated once per
     snapshot, not per scrape."""
 
-    def __init__(self, cycle: MatrixCycle, top: int, site_links: SiteLinks | None = None) -> None:
+    def __init__(self, served: ServedMatrix, top: int, site_links: SiteLinks | None = None) -> None:
         """`top`: how many of the costliest site pairs to export; `site_links`: the matrix
         aggregated by site pair, when a publisher has it."""
-        self._cycle = cycle
+        self._served = served
         self._top = top
         by_site = site_links or (lambda matrix: matrix.site_links)
         self._costliest = SnapshotMemo(lambda matrix: costliest_site_pairs(by_site(matrix), top))
@@ -44,7 +44,7 @@ class MatrixCollector(Collector):
         return [GaugeMetricFamily(name, "") for name in (SNAPSHOT_AGE, CONGESTED_LINKS, LINK_COST)]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        matrix = self._cycle.latest
+        matrix = self._served.latest
         if matrix is None:
             return
         yield GaugeMetricFamily(
@@ -77,18 +77,21 @@ def costliest_site_pairs(site_links: Sequence[LinkRecord], top: int) -> list[Sit
     return heapq.nlargest(top, pairs, key=lambda pair: pair[2])
 
 
-def register_matrix_metrics(
-    registry: CollectorRegistry, cycle: MatrixCycle, top: int, site_links: SiteLinks | None
-) -> None:
-    """The snapshot's families, its costliest site pairs prepared in the cycle, and the cycle's
-    duration observed as it recomputes."""
-    collector = MatrixCollector(cycle, top, site_links)
-    registry.register(collector)
-    cycle.snapshot_preparers.append(collector.prepare)
-    cycle_seconds = Histogram(
-        "nettel_cycle_duration_seconds",
-        "Time to recompute the cost matrix.",
-        buckets=CYCLE_BUCKETS,
-        registry=registry,
-    )
-    cycle.cycle_observers.append(cycle_seconds.observe)
+class MatrixMetrics:
+    """The snapshot's families, its costliest site pairs (`prepare`d in the cycle) and the
+    cycle's duration (`observe_seconds` as it recomputes); `register` adds them to /metrics."""
+
+    def __init__(self, served: ServedMatrix, top: int, site_links: SiteLinks | None) -> None:
+        self.collector = MatrixCollector(served, top, site_links)
+        self.cycle_seconds = Histogram(
+            "nettel_cycle_duration_seconds",
+            "Time to recompute the cost matrix.",
+            buckets=CYCLE_BUCKETS,
+            registry=None,
+        )
+        self.prepare = self.collector.prepare
+        self.observe_seconds = self.cycle_seconds.observe
+
+    def register(self, registry: CollectorRegistry) -> None:
+        registry.register(self.collector)
+        registry.register(self.cycle_seconds)
