@@ -1,13 +1,21 @@
-"""Faults under a steady sequence-numbered feed: broker killed, service stopped, service killed;
-each on ActiveMQ (durable topic subscription, cumulative acks) and on RabbitMQ (durable queue,
-individual acks).
+"""Faults of real processes on the real brokers, where only the wire shows what happens: the
+brokers' own durable subscriptions, acknowledgements and heart-beat timeouts.
 
-Each test ends by demanding that every datapoint the broker confirmed is in the service's state,
-each exactly once (one link per sequence number, one sample per link).
+Under a steady sequence-numbered feed: broker killed, service stopped, service killed; each on
+ActiveMQ (durable topic subscription, cumulative acks) and on RabbitMQ (durable queue,
+individual acks). Each of these ends by demanding that every datapoint the broker confirmed is
+in the service's state, each exactly once (one link per sequence number, one sample per link).
+
+A `nettel serve` process starved for a few seconds (SIGSTOP, then SIGCONT) keeps its broker
+connection: the heart-beat tolerance covers the stall on both sides (what nettel waits for from
+the broker, and what the CONNECT frame promises the broker, whose own timeout only a real broker
+has). With the stomp.py defaults (1.5 periods, the period promised as is) the same stall costs a
+reconnect.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import time
@@ -15,9 +23,10 @@ import time
 import httpx
 import pytest
 
+from devtools.metrics_reader import metric_value
 from devtools.service_process import ServiceProcess
 from devtools.waiting import wait_for
-from tests.integration.wire import SequenceFeed, links_to, wait_until_subscribed
+from tests.integration.wire import SequenceFeed, get_json, links_to, wait_until_subscribed
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 #: Failed reconnects (backoff about 0.5, 1, 2, 4 s, then the 5 s cap) after which the service's
@@ -25,6 +34,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 CAPPED_AFTER_FAILURES = 5
 #: Datapoints confirmed by the broker while the service is stopped (10 s of the feed).
 WHILE_STOPPED = 500
+HEARTBEAT_MS = 1000
+STALL_SECONDS = 4.0
 
 
 def assert_all_landed(service: ServiceProcess, published: list[int], timeout: float = 60) -> None:
@@ -131,10 +142,54 @@ def test_sigkill_at_a_random_moment_loses_nothing(broker_factory, nettel_service
     service = nettel_service(broker.brokers, *args)
     wait_until_subscribed(service.url, broker.brokers)
     feed = SequenceFeed(broker.brokers, rate_per_second=100).start()
-    time.sleep(random.Random().uniform(3.0, 8.0))
+    at_random = random.Random().randint(300, 800)  # about 3-8 s of the feed
+    published_more(feed, at_random, "the feed running up to a random moment")
     service.process.send_signal(signal.SIGKILL)
     service.process.wait()
     published_more(feed, 100, "datapoints while the service is down")
     restarted = nettel_service(broker.brokers, *args)
     published_more(feed, 100, "datapoints after the restart")
     assert_all_landed(restarted, feed.stop())
+
+
+def stall(pid: int, seconds: float) -> None:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)  # the fault itself: the process starved this long
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "reconnects"),
+    [("6", False), ("1.5", True)],
+    ids=["tolerance-covers-the-stall", "stomp.py-default-grace"],
+)
+def test_a_starved_process_keeps_its_broker_connection(
+    activemq, nettel_service, tolerance: str, reconnects: bool
+):
+    service = nettel_service(
+        activemq.brokers,
+        *("--heartbeat-ms", str(HEARTBEAT_MS), "--heartbeat-tolerance", tolerance),
+        *("--subscription", "plain", "--client-id", f"nettel-stall-{tolerance}"),
+    )
+    wait_for(lambda: get_json(f"{service.url}/readyz"), what="connected and a matrix")
+    assert metric_value(service.url, "nettel_broker_connections_total") == 1.0
+
+    stall(service.pid, STALL_SECONDS)
+    if reconnects:
+        wait_for(
+            lambda: service.log_text().count("broker connection lost") >= 1,
+            timeout=10,
+            what="the connection lost after the stall",
+        )
+    else:  # proves that no loss follows once the heart-beat checks run again after the stall
+        time.sleep(3 * HEARTBEAT_MS / 1000)
+    wait_for(lambda: get_json(f"{service.url}/readyz"), what="ready after the stall")
+
+    connections = metric_value(service.url, "nettel_broker_connections_total")
+    lost = service.log_text().count("broker connection lost")
+    if reconnects:
+        assert connections >= 2 and lost >= 1, service.log_tail()
+    else:
+        assert (connections, lost) == (1.0, 0), service.log_tail()
