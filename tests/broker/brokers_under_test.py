@@ -14,8 +14,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Literal
 
-import pytest
-
 from devtools.activemq import ActiveMQProcess
 from devtools.rabbitmq import RabbitMQProcess
 from devtools.stomp_client import DEFAULT_VHOST, BrokerClient
@@ -24,14 +22,6 @@ from service.broker.memory_broker import MemoryBroker
 
 Flavour = Literal["activemq", "rabbitmq"]
 RealBroker = ActiveMQProcess | RabbitMQProcess
-
-#: Every implementation the contract runs on; the real ones need a broker (`broker` mark).
-IMPLEMENTATIONS = [
-    pytest.param("memory-activemq", id="memory-activemq"),
-    pytest.param("memory-rabbitmq", id="memory-rabbitmq"),
-    pytest.param("activemq", id="activemq", marks=pytest.mark.broker),
-    pytest.param("rabbitmq", id="rabbitmq", marks=[pytest.mark.broker, pytest.mark.rabbitmq]),
-]
 
 
 class BrokerUnderTest:
@@ -131,7 +121,8 @@ class Real(BrokerUnderTest):
 def broker_under_test(
     implementation: str, real: Callable[[Flavour], RealBroker]
 ) -> BrokerUnderTest:
-    """The broker of `implementation` (an IMPLEMENTATIONS id); `real(flavour)` gives a real one."""
+    """The broker of `implementation` ("memory-activemq", "memory-rabbitmq", "activemq" or
+    "rabbitmq"); `real(flavour)` gives a real one."""
     if implementation.startswith("memory-"):
         flavour: Flavour = "rabbitmq" if implementation.endswith("rabbitmq") else "activemq"
         return InMemory(flavour)

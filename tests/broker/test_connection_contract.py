@@ -26,12 +26,15 @@ from service.broker.connection import BrokerError, ConnectionListener, Frame
 from service.broker.election import lease_destination
 from service.broker.flavour import resolve_flavour
 from service.ingest.stomp_source import SubscriptionSpec, subscription_target
-from tests.broker.brokers_under_test import (
-    IMPLEMENTATIONS,
-    BrokerUnderTest,
-    broker_under_test,
-    unique,
-)
+from tests.broker.brokers_under_test import BrokerUnderTest, broker_under_test, unique
+
+#: Every implementation the contract runs on; the real ones need a broker (`broker` mark).
+IMPLEMENTATIONS = [
+    pytest.param("memory-activemq", id="memory-activemq"),
+    pytest.param("memory-rabbitmq", id="memory-rabbitmq"),
+    pytest.param("activemq", id="activemq", marks=pytest.mark.broker),
+    pytest.param("rabbitmq", id="rabbitmq", marks=[pytest.mark.broker, pytest.mark.rabbitmq]),
+]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
