@@ -6,6 +6,11 @@ ActiveMQ (durable topic subscription, cumulative acks) and on RabbitMQ (durable 
 individual acks). Each of these ends by demanding that every datapoint the broker confirmed is
 in the service's state, each exactly once (one link per sequence number, one sample per link).
 
+A service stopped misses nothing published meanwhile by each flavour's own means too: RabbitMQ's
+named durable queue (`<client-id>.<topic>`, here over TLS into a vhost, as OSG runs it) and
+ActiveMQ's virtual-topic queue (`Consumer.<client-id>.<topic>`); TLS, vhosts and virtual topics
+exist only on the wire (the in-memory broker has none of them).
+
 A `nettel serve` process starved for a few seconds (SIGSTOP, then SIGCONT) keeps its broker
 connection: the heart-beat tolerance covers the stall on both sides (what nettel waits for from
 the broker, and what the CONNECT frame promises the broker, whose own timeout only a real broker
@@ -15,6 +20,7 @@ reconnect.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -23,10 +29,20 @@ import time
 import httpx
 import pytest
 
+from devtools.activemq import generate_test_pki
 from devtools.metrics_reader import metric_value
 from devtools.service_process import ServiceProcess
+from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
-from tests.integration.wire import SequenceFeed, get_json, links_to, wait_until_subscribed
+from service.config import LOSS_TOPIC
+from tests.integration.wire import (
+    SequenceFeed,
+    current_minute_ts,
+    get_json,
+    links_to,
+    sample_body,
+    wait_until_subscribed,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 #: Failed reconnects (backoff about 0.5, 1, 2, 4 s, then the 5 s cap) after which the service's
@@ -36,6 +52,9 @@ CAPPED_AFTER_FAILURES = 5
 WHILE_STOPPED = 500
 HEARTBEAT_MS = 1000
 STALL_SECONDS = 4.0
+VHOST = "perfsonar"
+VIRTUAL_LOSS = "/topic/VirtualTopic.perfsonar.raw.packet-loss-rate"
+VIRTUAL_DELAY = "/topic/VirtualTopic.perfsonar.raw.histogram-owdelay"
 
 
 def assert_all_landed(service: ServiceProcess, published: list[int], timeout: float = 60) -> None:
@@ -150,6 +169,65 @@ def test_sigkill_at_a_random_moment_loses_nothing(broker_factory, nettel_service
     restarted = nettel_service(broker.brokers, *args)
     published_more(feed, 100, "datapoints after the restart")
     assert_all_landed(restarted, feed.stop())
+
+
+@pytest.mark.rabbitmq
+def test_tls_into_a_vhost_with_a_durable_queue_named_after_the_client(
+    rabbitmq_factory, nettel_service, tmp_path
+):
+    tls = generate_test_pki(tmp_path / "tls")
+    broker = rabbitmq_factory(vhost=VHOST, tls=tls)
+    args = ("--interval", "1", "--client-id", "osg-like", "--broker-vhost", VHOST)
+    tls_args = ("--broker-tls", "true", "--broker-ca-file", str(tls.ca_file))
+    service = nettel_service(broker.ssl_brokers, *args, *tls_args)
+    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    assert "RabbitMQ/3." in service.log_text()  # the CONNECTED frame's server, logged
+
+    publisher = StompClient(broker.brokers, vhost=VHOST)
+    minute = current_minute_ts(1)
+    body = sample_body("packet-loss-rate.json", [minute], source="10.88.0.1")
+    publisher.send(LOSS_TOPIC, body)
+    wait_for(lambda: "10.88.0.1" in (links_to(service.url, "198.51.100.20") or {}), what="link")
+    assert service.stop() == 0
+
+    away = sample_body("packet-loss-rate.json", [minute], source="10.88.0.2")
+    publisher.send(LOSS_TOPIC, json.dumps(away))  # kept in nettel's queue while it is away
+    publisher.close()
+    queue_name = "osg-like.perfsonar.raw.packet-loss-rate"  # consumed as it stands, not declared
+    with StompClient(broker.brokers, vhost=VHOST) as reader:
+        reader.subscribe(f"/amq/queue/{queue_name}", ack="client-individual")
+        (kept,) = reader.wait_for_messages(1, 10, "the datapoint kept in nettel's queue")
+        assert kept.json()["meta"]["source"] == "10.88.0.2"
+    # unacknowledged: back in the queue for nettel
+    again = nettel_service(broker.ssl_brokers, *args, *tls_args)
+    wait_for(
+        lambda: "10.88.0.2" in (links_to(again.url, "198.51.100.20") or {}),
+        what="the datapoint published while the service was away",
+    )
+
+
+def test_virtual_topic_queue_keeps_messages_published_while_the_service_is_down(
+    activemq, nettel_service
+):
+    args = (
+        *("--interval", "1", "--subscription", "virtual", "--client-id", "vt-test"),
+        *("--loss-topic", VIRTUAL_LOSS, "--delay-topic", VIRTUAL_DELAY),
+    )
+    first = nettel_service(activemq.brokers, *args)
+    wait_for(lambda: httpx.get(f"{first.url}/readyz").status_code == 200, what="ready")
+    publisher = StompClient(activemq.brokers)
+    minute = current_minute_ts(1)
+    publisher.send(VIRTUAL_LOSS, sample_body("packet-loss-rate.json", [minute], source="10.77.0.1"))
+    wait_for(lambda: "10.77.0.1" in (links_to(first.url, "198.51.100.20") or {}), what="link 1")
+    assert first.stop() == 0
+    body = json.dumps(sample_body("packet-loss-rate.json", [minute], source="10.77.0.2"))
+    publisher.send(VIRTUAL_LOSS, body, headers={"persistent": "true"})
+    publisher.close()
+    second = nettel_service(activemq.brokers, *args)
+    wait_for(
+        lambda: "10.77.0.2" in (links_to(second.url, "198.51.100.20") or {}),
+        what="the datapoint published while the service was down",
+    )
 
 
 def stall(pid: int, seconds: float) -> None:
