@@ -23,10 +23,19 @@ from service.matrix.snapshot import CostMatrix
 from service.state.link_state import StateView
 
 NAME = "alarms"
-#: The cycle's time may grow by at most this share with alarms on.
+#: The alarms may add at most this share to a recompute.
 OVERHEAD_TARGET = 0.10
 #: Seconds between the recomputes of a round within one minute (data-triggered, --freshness).
 CYCLE_GAP_S = 1.0
+#: The times taken each round: recomputes until served, and the alarms' own.
+TIMES = {
+    "off": "recompute after a new minute, without alarms",
+    "on": "the same, with alarms (until served; the alarms run after)",
+    "alarms_minute": "the alarms of that recompute, evaluating the minute",
+    "off_quiet": "recompute a second later (nothing new), without alarms",
+    "on_quiet": "the same, with alarms",
+    "alarms_quiet": "the alarms of that recompute, nothing to evaluate",
+}
 METHOD = (
     "A LinkState of the largest cycle size is filled as for `cycle` (all 32 slots of every "
     "link hold plausible delay and loss, about 5 % of the links queueing) and two "
@@ -34,14 +43,16 @@ METHOD = (
     "analysis observer (the short profile, as `nettel serve` builds it), both on a test clock "
     "and with the shipped model. First the alarms catch up on the window (31 minutes at once, "
     "the first cycle after a start), then each round writes the next minute into every link "
-    "(`advance_minute`) and moves the clock to 31 s after it ended, so that the round's first "
-    "recompute with alarms evaluates that minute (rules, latches, baseline, grouping: the work "
-    "of one minute), and a second recompute one second later has nothing to evaluate (the "
-    "other 59 or so recomputes of a minute at --freshness 1 s); the two cycles take turns "
-    "within a round, so that a change in the machine's speed hits both alike. Times are "
-    "`MatrixCycle.recompute()` until its snapshot is served (`serve_seconds`, as in `cycle`), "
-    "plus the alarms' own time (they run right after). Memory: the engine's arrays per link "
-    "after the rounds, the delay baseline's share stated."
+    "(`advance_minute`) and moves the clock to 31 s after it ended: each cycle recomputes "
+    "(with alarms, the alarms evaluate that minute: rules, latches, baseline, grouping), then, "
+    "one second later, each recomputes again with nothing new (the other 59 or so recomputes "
+    "of a minute at --freshness 1 s: the alarms have nothing to evaluate). The two cycles take "
+    "turns, so that a change in the machine's speed hits both alike. Recomputes are timed "
+    "until their snapshot is served (`serve_seconds`, as in `cycle`); the alarms, which run "
+    "right after serving, are timed on their own, and their time is given as a share of the "
+    "paired recompute without alarms (on a shared machine the ratio of the two is steadier "
+    "than the difference of two recomputes). Memory: the engine's arrays per link after the "
+    "rounds, the delay baseline's share stated."
 )
 
 
@@ -65,73 +76,56 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     )
     plain.recompute()
     gc.collect()
-    catch_up = timed_recompute(alarmed, observer)
+    alarmed.recompute()  # the alarms catch up on the window
+    catch_up = observer.last_seconds
     rng = np.random.default_rng(7)
-    off: list[float] = []
-    on_minute: list[float] = []
-    on_quiet: list[float] = []
+    times: dict[str, list[float]] = {key: [] for key in TIMES}
     ctx.log(f"alarms: {rounds} rounds at {n:,} links")
     for _ in range(rounds):
         minute += 1
         advance_minute(state.buffers, n, minute, rng)
         clock.now = (minute + 1) * 60 + 31.0
-        off.append(timed_recompute(plain, None))
-        on_minute.append(timed_recompute(alarmed, observer))
+        for key, cycle in (("off", plain), ("on", alarmed)):
+            cycle.recompute()
+            times[key].append(cycle.serve_seconds)
+        times["alarms_minute"].append(observer.last_seconds)
         clock.now += CYCLE_GAP_S
-        on_quiet.append(timed_recompute(alarmed, observer))
+        for key, cycle in (("off_quiet", plain), ("on_quiet", alarmed)):
+            cycle.recompute()
+            times[key].append(cycle.serve_seconds)
+        times["alarms_quiet"].append(observer.last_seconds)
     assert service.engine.last_minute == minute
-    figures(result, n, off, on_minute, on_quiet, catch_up)
+    figures(result, n, {key: median(values) for key, values in times.items()}, catch_up)
     engine_bytes = engine_nbytes(service.engine)
     result.add("baseline_bytes_per_link", "delay baseline per link", BYTES_PER_LINK, "B")
     result.add("engine_bytes_per_link", "all alarm arrays per link", engine_bytes / n, "B")
-    result.add(
-        "open_alarms", "alarms open at the end (synthetic mesh)", len(service.book.open_alarms())
-    )
-    result.details["times"] = {"off": off, "on_minute": on_minute, "on_quiet": on_quiet}
+    opened = len(service.book.open_alarms())
+    result.add("open_alarms", "alarms open at the end (synthetic mesh)", opened)
+    result.details["times"] = times
     return result
 
 
-def figures(
-    result: MeasurementResult,
-    n: int,
-    off: list[float],
-    on_minute: list[float],
-    on_quiet: list[float],
-    catch_up: float,
-) -> None:
-    base, minute, quiet = median(off), median(on_minute), median(on_quiet)
+def figures(result: MeasurementResult, n: int, medians: dict[str, float], catch_up: float) -> None:
     label = f"{n:,} links"
-    result.add("off_median", f"{label}: recompute without alarms, median", base, "s")
-    result.add("minute_median", f"{label}: recompute that evaluates a minute, median", minute, "s")
-    result.add("quiet_median", f"{label}: recompute with nothing to evaluate, median", quiet, "s")
-    result.add("catch_up", f"{label}: first recompute after a start (31 minutes)", catch_up, "s")
-    minute_share = minute / base - 1
-    quiet_share = quiet / base - 1
+    for key, text in TIMES.items():
+        result.add(f"{key}_median", f"{label}: {text}, median", medians[key], "s")
+    result.add("catch_up", f"{label}: alarms of the first recompute after a start", catch_up, "s")
+    minute = medians["alarms_minute"] / medians["off"]
+    quiet = medians["alarms_quiet"] / medians["off_quiet"]
     # at --freshness 1 s about 60 recomputes a minute: one evaluates, the others do not
-    per_minute = (minute - base + 59 * (quiet - base)) / 60
-    result.add(
-        "minute_overhead", "more time, the recompute that evaluates a minute", minute_share, "x"
-    )
-    result.add(
-        "quiet_overhead", "more time, a recompute with nothing to evaluate", quiet_share, "x"
-    )
-    result.add(
-        "mean_overhead", "more time on average, 60 recomputes a minute", per_minute / base, "x"
-    )
+    spent = medians["alarms_minute"] + 59 * medians["alarms_quiet"]
+    mean = spent / (medians["off"] + 59 * medians["off_quiet"])
+    result.add("minute_overhead", "alarms / recompute, when a minute is evaluated", minute, "x")
+    result.add("quiet_overhead", "alarms / recompute, nothing to evaluate", quiet, "x")
+    result.add("mean_overhead", "alarms / recompute over a minute of 60 recomputes", mean, "x")
     result.target(
         "minute_overhead",
-        f"recompute at {label} with alarms (evaluating a minute) vs without",
-        minute_share,
+        f"time the alarms add to a recompute at {label} that evaluates a minute",
+        minute,
         "<=",
         OVERHEAD_TARGET,
         "x",
     )
-
-
-def timed_recompute(cycle: MatrixCycle, observer: TimedObserver | None) -> float:
-    """A recompute's time until its snapshot is served, plus the alarms' (run right after)."""
-    cycle.recompute()
-    return cycle.serve_seconds + (observer.last_seconds if observer else 0.0)
 
 
 class TimedObserver:
