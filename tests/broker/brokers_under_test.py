@@ -54,6 +54,10 @@ class BrokerUnderTest:
     def start(self) -> None:
         raise NotImplementedError
 
+    def restart(self) -> None:
+        """A clean restart (what a broker keeps of its definitions is on disk after it)."""
+        raise NotImplementedError
+
     def freeze(self) -> None:
         raise NotImplementedError
 
@@ -77,6 +81,10 @@ class InMemory(BrokerUnderTest):
         self.broker.stop()
 
     def start(self) -> None:
+        self.broker.start()
+
+    def restart(self) -> None:
+        self.broker.stop()
         self.broker.start()
 
     def freeze(self) -> None:
@@ -105,6 +113,9 @@ class Real(BrokerUnderTest):
 
     def start(self) -> None:
         self.process.start()
+
+    def restart(self) -> None:
+        self.process.restart()
 
     def freeze(self) -> None:
         os.killpg(self._pid(), signal.SIGSTOP)  # the TCP connections stay open, silent

@@ -44,6 +44,10 @@ class HostileBroker:
         finally:
             sock.close()
 
+    def hold_open(self) -> None:
+        """Keep a script's connection open, saying nothing more, until the broker is closed."""
+        self._closed.wait(60)
+
     def close(self) -> None:
         self._closed.set()
         self._server.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 from devtools.waiting import wait_for
 from service.broker.link import BrokerAccess
@@ -35,10 +34,10 @@ def test_an_endless_frame_is_bounded_unready_then_dropped_counted_and_reconnecte
         if number == 0:  # 8 MiB of a frame that never ends, then silence
             sock.sendall(HEADERS + b"1\n\n" + b"y" * (8 * 1024 * 1024))
             sent.set()
-            time.sleep(30)
+            broker.hold_open()
         else:
             sock.sendall(HEADERS + b"2\ncontent-length:2\n\n{}\x00\n")
-            time.sleep(30)
+            broker.hold_open()
 
     broker = HostileBroker(script)
     got: list = []
@@ -68,7 +67,7 @@ def test_a_frame_over_the_bound_is_delivered_cut_on_the_same_connection() -> Non
         receipts(sock)
         sock.sendall(HEADERS + b"1\n\n" + big + b"\x00\n")  # a text message: no length
         sock.sendall(HEADERS + b"2\ncontent-length:2\n\n{}\x00\n")
-        time.sleep(30)
+        broker.hold_open()
 
     broker = HostileBroker(script)
     got: list = []
