@@ -1,4 +1,7 @@
-"""README command 1 (`bash scripts/run.sh`): broker, demo feed and service up; Ctrl-C stops all."""
+"""README command 1 (`bash scripts/run.sh`): broker, demo feed and service up; Ctrl-C stops all.
+
+What only the real thing shows: the command starts its own ActiveMQ, and the demo feed and the
+service find each other through it."""
 
 from __future__ import annotations
 
