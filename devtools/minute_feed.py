@@ -1,5 +1,5 @@
 """A feed of one loss datapoint per link and minute over STOMP, for the high-availability test
-and benchmark (`tests/integration/test_ha_telemetry.py`, `benchmarks/measurements/ha_failover`).
+and benchmark (`tests/integration/test_ha_replicas.py`, `benchmarks/measurements/ha_failover`).
 
 Every `period` seconds each link gets the datapoint of its next minute, the links spread evenly
 over the period as perfSONAR hosts send them; the loss alternates 0 and 0.5 from one minute to
