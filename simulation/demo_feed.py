@@ -139,8 +139,10 @@ class _Feed:
         if self._first_minute is None:
             self._first_minute = minute
             for planned in self._faults.faults:
-                at = minute + planned.fault.start_minute
-                self._log.info("fault: %s (epoch minute %d)", planned.fault.describe(), at)
+                fault = planned.fault.describe()
+                onset = minute + planned.fault.start_minute
+                extra = {"fault": fault, "onset_minute": onset}
+                self._log.info("fault from epoch minute %d: %s", onset, fault, extra=extra)
         measured = simulate_demo_minute(self._mesh, self._seed, minute)
         faulted = apply_faults(measured, self._faults, minute - self._first_minute)
         return minute_messages(self._mesh, faulted, self._clock())

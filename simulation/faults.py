@@ -115,6 +115,18 @@ class Fault:
         )
         return started and not ended
 
+    def flag(self) -> str:
+        """The `--fault` value that gives this fault.
+
+        >>> Fault(FaultKind.FIREWALL, "SITE-05", 8, None, 20).flag()
+        'firewall:SITE-05:8::20'
+        >>> parse_fault(Fault(FaultKind.CLOCK, "SITE-07", 8, -120.5).flag()).value
+        -120.5
+        """
+        value = "" if self.value is None else repr(self.value)
+        duration = "" if self.duration_minutes is None else str(self.duration_minutes)
+        return ":".join([self.kind, self.target, str(self.start_minute), value, duration])
+
     def describe(self) -> str:
         """
         >>> Fault(FaultKind.LOSS, "SITE-01>SITE-02", 10, 5.0, 20).describe()

@@ -141,8 +141,7 @@ class MinuteMeasurements:
     def histogram(self, link: int) -> dict[str, int]:
         """The perfSONAR histogram of `link`: delay in ms as a 2-decimal string -> packet count."""
         values, counts = np.unique(self.buckets[link, : self.received[link]], return_counts=True)
-        pairs = zip(values.tolist(), counts.tolist(), strict=True)  # Python scalars format faster
-        return {f"{value / BUCKETS_PER_MS:.2f}": count for value, count in pairs}
+        return dict(zip(_bucket_keys(values.tolist()), counts.tolist(), strict=True))
 
     def coarsened(self, links: np.ndarray, buckets_per_bucket: int) -> MinuteMeasurements:
         """The same minute with the delays of `links` (a mask) floored to buckets
@@ -273,6 +272,23 @@ def simulate_histograms(
     """Measurements of each minute of `utilisation` (links x minutes) from `start_minute` on."""
     for offset in range(utilisation.shape[1]):
         yield simulate_minute(mesh, utilisation[:, offset], start_minute + offset, seed, packets)
+
+
+#: Histogram keys of the buckets seen ("2.57" for bucket 257): a mesh's delays fall on a few
+#: tens of thousands of buckets, formatted once each; cleared past _BUCKET_KEYS_MAX.
+_BUCKET_KEYS: dict[int, str] = {}
+_BUCKET_KEYS_MAX = 1 << 18
+
+
+def _bucket_keys(buckets: list[int]) -> list[str]:
+    """
+    >>> _bucket_keys([257, -3, 1234])
+    ['2.57', '-0.03', '12.34']
+    """
+    if len(_BUCKET_KEYS) > _BUCKET_KEYS_MAX:
+        _BUCKET_KEYS.clear()
+    known = _BUCKET_KEYS
+    return [known.get(b) or known.setdefault(b, f"{b / BUCKETS_PER_MS:.2f}") for b in buckets]
 
 
 def blocking_probability(utilisation: np.ndarray, places: np.ndarray) -> np.ndarray:
