@@ -26,6 +26,17 @@ DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "bundle"
 
 DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
+THROUGHPUT_TOPIC = "/topic/perfsonar.raw.throughput"
+RETRANSMITS_TOPIC = "/topic/perfsonar.raw.packet-retransmits"
+TRACE_TOPIC = "/topic/perfsonar.raw.packet-trace"
+#: The settings naming the subscribed topics (`service.runtime.topic_kinds`).
+TOPIC_SETTINGS = (
+    "delay_topic",
+    "loss_topic",
+    "throughput_topic",
+    "retransmits_topic",
+    "trace_topic",
+)
 
 Address = tuple[str, int]
 #: Secrets are never taken from the command line, where `ps` would show them.
@@ -160,6 +171,13 @@ class Settings(BaseSettings):
     )
     delay_topic: str = Field(DELAY_TOPIC, min_length=1, description="histogram-owdelay topic")
     loss_topic: str = Field(LOSS_TOPIC, min_length=1, description="packet-loss-rate topic")
+    throughput_topic: str = Field(
+        THROUGHPUT_TOPIC, description="throughput topic (empty: not subscribed)"
+    )
+    retransmits_topic: str = Field(
+        RETRANSMITS_TOPIC, description="packet-retransmits topic (empty: not subscribed)"
+    )
+    trace_topic: str = Field(TRACE_TOPIC, description="packet-trace topic (empty: not subscribed)")
     subscription: Literal["durable", "virtual", "plain"] = Field(
         "durable", description="durable topic subscription, virtual-topic queue, or plain topic"
     )
@@ -580,6 +598,19 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{setting_name('ha_group')} elects through the broker: it needs brokers"
             )
+
+    @model_validator(mode="after")
+    def _check_topics(self) -> Settings:
+        seen: dict[str, str] = {}
+        for name in TOPIC_SETTINGS:
+            topic = getattr(self, name)
+            if topic and topic in seen:
+                raise ValueError(
+                    f"{setting_name(name)} and {setting_name(seen[topic])} name the same topic "
+                    f"{topic!r}: each event type needs its own"
+                )
+            seen[topic] = name
+        return self
 
     @model_validator(mode="after")
     def _check_lease(self) -> Settings:

@@ -28,6 +28,13 @@ class RejectReason(StrEnum):
     FUTURE = "future"
     CLOCK_ERROR = "clock_error"
     LOSS_OUT_OF_RANGE = "loss_out_of_range"
+    #: A throughput below 0 or above `service.parse.throughput.MAX_THROUGHPUT_BPS`.
+    THROUGHPUT_OUT_OF_RANGE = "throughput_out_of_range"
+    #: A traceroute with a hop beyond `service.parse.packet_trace.MAX_HOPS` (the path state's
+    #: width).
+    TOO_MANY_HOPS = "too_many_hops"
+    #: A traceroute refused: its new hop addresses do not fit the path state's address table.
+    HOP_TABLE_FULL = "hop_table_full"
     #: A new link refused: the state holds --max-links links already.
     LINK_LIMIT = "link_limit"
     #: A new link refused: its producer added --new-links-per-minute links within the minute.

@@ -613,8 +613,15 @@ def build_election(
 
 
 def topic_kinds(settings: Settings) -> dict[str, MeasurementKind]:
-    """The subscribed topics and what each carries."""
-    return {settings.delay_topic: MeasurementKind.DELAY, settings.loss_topic: MeasurementKind.LOSS}
+    """The subscribed topics and what each carries (a topic setting left empty: none)."""
+    topics = {
+        settings.delay_topic: MeasurementKind.DELAY,
+        settings.loss_topic: MeasurementKind.LOSS,
+        settings.throughput_topic: MeasurementKind.THROUGHPUT,
+        settings.retransmits_topic: MeasurementKind.RETRANSMITS,
+        settings.trace_topic: MeasurementKind.TRACE,
+    }
+    return {topic: kind for topic, kind in topics.items() if topic}
 
 
 def warm_source(settings: Settings, store: SnapshotStore | None) -> WarmSource | None:

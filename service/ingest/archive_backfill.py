@@ -1,8 +1,10 @@
 """Backfill at start: every archived link's 32-minute window and all-time statistics, read from an
 esmond-compatible archive, so a new deployment need not wait 32 minutes for a full matrix.
 
-The archive's metadata lists the links (delay and loss series); each link's records of the last
-`history` seconds are read (`concurrency` requests in flight, each within `timeout`), turned
+The archive's metadata lists the links (their series of every event type nettel reads); each
+link's records of the last `history` seconds are read (throughput results and retransmits: the
+throughput state's three weeks of bins, `ThroughputState.window_start`), with `concurrency`
+requests in flight, each within `timeout`, turned
 into bus bodies and parsed as the bus's are (`service.parse.archive`), and delivered in batches
 of whole links as history (`service.ingest.entry.HistoryBatch`, applied with
 `LinkState.apply_history`): minutes in the window are stored as live ones (later live data of
@@ -49,12 +51,15 @@ from service.parse.limits import InputLimits
 from service.parse.perfsonar import parse_messages
 from service.parse.records import MeasurementKind, ParsedMessage
 from service.state.link_state import ApplyOutcome
+from service.state.throughput_state import ThroughputState
 
 #: Links parsed and applied together (their statistics in one batch, one state call).
 APPLY_LINKS = 256
 TICK_SECONDS = 0.1
 #: Failed links logged one by one; the rest only counted (and summed up at the end).
 LOGGED_FAILURES = 10
+#: The event types whose history is the throughput state's bins rather than `history`.
+THROUGHPUT_KINDS = frozenset({MeasurementKind.THROUGHPUT, MeasurementKind.RETRANSMITS})
 _T = TypeVar("_T")
 
 
@@ -70,7 +75,7 @@ class LinkOutcome(StrEnum):
 class DatapointOutcome(StrEnum):
     """Where a usable archive datapoint went; the labels of `nettel_backfill_datapoints_total`."""
 
-    WINDOW = "window"  # stored in the 32-minute window
+    WINDOW = "window"  # stored live: in the 32-minute window, or as a throughput result or path
     ALL_TIME = "all_time"  # before the window: folded into the all-time statistics
     COVERED = "covered"  # before the window, but the link's state may hold that minute already
 
@@ -283,9 +288,10 @@ class ArchiveBackfill:
         listings: _Reads[tuple[MeasurementKind, list[Any]]],
         deadline: float,
     ) -> list[list[ArchiveSeries]]:
-        """Each link's series, from the metadata of both event types (listed side by side)."""
+        """Each link's series, from the metadata of every event type (listed side by side)."""
+        now = self._clock()
         for kind in MeasurementKind:
-            listings.put(partial(_listing, archive, kind, int(self.settings.history)))
+            listings.put(partial(_listing, archive, kind, self._history_seconds(kind, now)))
         links: dict[tuple[str, str], list[ArchiveSeries]] = {}
         answered = 0
         for outcome in self._outcomes(archive, listings, len(MeasurementKind), deadline):
@@ -310,9 +316,8 @@ class ArchiveBackfill:
         deadline: float,
     ) -> None:
         """Read every link's series; parse and apply them as they come, APPLY_LINKS at once."""
-        start = int(self._clock() - self.settings.history)
         for series in links:
-            reads.put(partial(self._read_link, archive, series, start))
+            reads.put(partial(self._read_link, archive, series))
         batch: list[_LinkRead] = []
         answered = 0
         for outcome in self._outcomes(archive, reads, len(links), deadline):
@@ -349,12 +354,18 @@ class ArchiveBackfill:
                 self._report.bytes_read = archive.bytes_read
             yield outcome
 
-    def _read_link(
-        self, archive: ArchiveClient, series: list[ArchiveSeries], start: int
-    ) -> _LinkRead:
+    def _history_seconds(self, kind: MeasurementKind, now: float) -> int:
+        """How far back the records of `kind` are read."""
+        if kind in THROUGHPUT_KINDS:
+            return int(now) - ThroughputState.window_start(now)
+        return int(self.settings.history)
+
+    def _read_link(self, archive: ArchiveClient, series: list[ArchiveSeries]) -> _LinkRead:
         read = _LinkRead([], [])
         for one in series:
-            records = archive.records(one.base_uri, start, int(self._clock()))
+            now = self._clock()
+            start = int(now) - self._history_seconds(one.kind, now)
+            records = archive.records(one.base_uri, start, int(now))
             bodies, refused = build_bodies(one, records, self._limits)
             read.bodies += bodies
             read.refused += [(rejection, one.base_uri) for rejection in refused]

@@ -43,8 +43,8 @@ Parser = Callable[[ParseInput], list[ParseResult]]
 #: Where a frame holding one pScheduler run record comes from (and its label in the metrics).
 PSCHEDULER_DESTINATION = "/ingest/pscheduler"
 #: What a frame amounts to once screened: None for an unknown topic, the refusal, a bus message,
-#: a run's delay and loss messages, or why a run has nothing to apply.
-_Screened = RejectedInput | ParsedMessage | tuple[ParsedMessage, ParsedMessage] | RunOutcome | None
+#: a run's messages, or why a run has nothing to apply.
+_Screened = RejectedInput | ParsedMessage | tuple[ParsedMessage, ...] | RunOutcome | None
 
 
 @dataclass(frozen=True)
@@ -248,8 +248,10 @@ def _charge_to(run: RunResult, client: str) -> None:
 
 
 def _resolve_names(run: RunResult, resolve: Callable[[NamedEndpoints], NamedEndpoints]) -> None:
-    """Give a run's named ends the addresses `resolve` finds (its two messages share the link)."""
+    """Give a run's named ends the addresses `resolve` finds (its messages share the link)."""
     if isinstance(run, ParsedRun) and isinstance(run.measured, tuple):
-        delay, loss = run.measured
-        if isinstance(delay.link, NamedEndpoints):
-            delay.link = loss.link = resolve(delay.link)
+        link = run.measured[0].link
+        if isinstance(link, NamedEndpoints):
+            resolved = resolve(link)
+            for message in run.measured:
+                message.link = resolved

@@ -12,7 +12,7 @@ from typing import Any
 from service.errors import RejectedInput, RejectReason
 from service.parse.histogram import HistogramStats
 from service.parse.perfsonar import ParseInput, ParseResult
-from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
+from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage, Trace, TraceHop
 
 WireRequest = tuple[bytes, list[bytes | str]]
 WireResult = tuple[Any, ...]
@@ -32,7 +32,7 @@ def decode_request(request: WireRequest) -> list[tuple[MeasurementKind, bytes | 
 
 
 def encode_results(results: list[ParseResult]) -> list[WireResult]:
-    """Each result as a tuple of builtins: 2 fields for a rejection, 5 for a parsed message."""
+    """Each result as a tuple of builtins: 2 fields for a rejection, 8 for a parsed message."""
     return [_encode(result) for result in results]
 
 
@@ -50,18 +50,24 @@ def _encode(result: ParseResult) -> WireResult:
         [(ts, tuple(stats)) for ts, stats in result.delays],
         result.losses,
         [(reason.value, detail) for reason, detail in result.rejected],
+        result.throughputs,
+        result.retransmits,
+        [(ts, list(map(tuple, trace.hops)), trace.fingerprint) for ts, trace in result.traces],
     )
 
 
 def _decode(item: WireResult) -> ParseResult:
     if len(item) == 2:
         return RejectedInput(RejectReason(item[0]), item[1])
-    kind, link, delays, losses, rejected = item
-    stats = HistogramStats._make
+    kind, link, delays, losses, rejected, throughputs, retransmits, traces = item
+    stats, hop = HistogramStats._make, TraceHop._make
     return ParsedMessage(
         kind=_KINDS[kind],
         link=LinkEndpoints._make(link),
         delays=[(ts, stats(values)) for ts, values in delays],
         losses=losses,
         rejected=[(RejectReason(reason), detail) for reason, detail in rejected],
+        throughputs=throughputs,
+        retransmits=retransmits,
+        traces=[(ts, Trace(tuple(map(hop, hops)), digest)) for ts, hops, digest in traces],
     )

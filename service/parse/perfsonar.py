@@ -1,4 +1,14 @@
-"""Parse perfSONAR bus messages (original and `version: 2` layouts) into ParsedMessage records."""
+"""Parse perfSONAR bus messages into ParsedMessage records.
+
+A body is `meta` (the link) and either `datapoints` (epoch second -> value: the raw layout, in
+its original and `version: 2` forms) or `summaries` (the summary layout of the
+`perfsonar.summary.*` topics: `[{"event_type", "summary_type", "summary_window",
+"summary_data": [[ts, value], ...]}]`). Values are read by event type: a delay histogram, a
+loss ratio, a throughput or retransmit count (`service.parse.throughput`), a traceroute
+(`service.parse.packet_trace`). Summaries are read for throughput and retransmits only, and only
+esmond's `average` ones (perfSONAR's throughput summary is the daily average): each point is
+taken as a result at its window's start.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +22,15 @@ from service.parse.histogram_batch import RawHistogram, add_histogram_stats, par
 from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
 from service.parse.json_fields import check_length, load_object, require_object
 from service.parse.limits import InputLimits
+from service.parse.packet_trace import read_trace
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
+from service.parse.throughput import read_retransmits, read_throughput
 
 ParseInput = Sequence[tuple[MeasurementKind, bytes | str]]
 ParseResult = ParsedMessage | RejectedInput
+#: The event types whose summary layout is read, and the one summary type taken.
+SUMMARY_KINDS = frozenset({MeasurementKind.THROUGHPUT, MeasurementKind.RETRANSMITS})
+SUMMARY_TYPE = "average"
 
 
 def parse_message(
@@ -93,18 +108,23 @@ def _parse_fields(
     scan: ScannedBatch | None = None,
 ) -> tuple[ParsedMessage, list[RawHistogram]]:
     link = _parse_link(require_object(document.get("meta"), "meta"), limits)
-    datapoints = require_object(document.get("datapoints"), "datapoints")
-    if not datapoints:
-        raise RejectedInput(RejectReason.EMPTY, "no datapoints")
-    if len(datapoints) > limits.max_datapoints:
-        raise RejectedInput(RejectReason.TOO_MANY_DATAPOINTS, str(len(datapoints)))
     message = ParsedMessage(kind=kind, link=link)
+    if "datapoints" not in document and kind in SUMMARY_KINDS and "summaries" in document:
+        points = _summary_points(document["summaries"], kind, limits, message)
+    else:
+        points = list(require_object(document.get("datapoints"), "datapoints").items())
+    if not points:
+        raise RejectedInput(RejectReason.EMPTY, "no datapoints")
+    if len(points) > limits.max_datapoints:
+        raise RejectedInput(RejectReason.TOO_MANY_DATAPOINTS, str(len(points)))
     raw: list[RawHistogram] = []
-    for key, value in datapoints.items():
+    for key, value in points:
         try:
             ts = _parse_timestamp(key, limits)
             if kind is MeasurementKind.LOSS:
                 message.losses.append((ts, _parse_loss(value, limits)))
+            elif kind is not MeasurementKind.DELAY:
+                _add_result(message, ts, value, limits)
             elif scan is not None and (index := scan.histogram_index(value)) is not None:
                 raw.append((ts, index))
             else:
@@ -112,6 +132,57 @@ def _parse_fields(
         except RejectedInput as rejection:
             message.rejected.append((rejection.reason, rejection.detail))
     return message, raw
+
+
+def _add_result(message: ParsedMessage, ts: int, value: Any, limits: InputLimits) -> None:
+    """A throughput, retransmit count or trace datapoint, read by the message's event type."""
+    if message.kind is MeasurementKind.THROUGHPUT:
+        message.throughputs.append((ts, read_throughput(value, limits)))
+    elif message.kind is MeasurementKind.RETRANSMITS:
+        message.retransmits.append((ts, read_retransmits(value, limits)))
+    else:
+        message.traces.append((ts, read_trace(value, limits)))
+
+
+def _summary_points(
+    summaries: Any, kind: MeasurementKind, limits: InputLimits, message: ParsedMessage
+) -> list[tuple[str, Any]]:
+    """The (timestamp text, value) points of the `average` summaries of `kind`; other
+    summaries, and malformed points, are listed as refused in `message`."""
+    if not isinstance(summaries, list):
+        raise RejectedInput(RejectReason.BAD_VALUE, "summaries is not a list")
+    if len(summaries) > limits.max_datapoints:
+        raise RejectedInput(RejectReason.TOO_MANY_DATAPOINTS, f"{len(summaries)} summaries")
+    points: list[tuple[str, Any]] = []
+    for summary in summaries:
+        try:
+            points += _summary_data(summary, kind)
+        except RejectedInput as rejection:
+            message.rejected.append((rejection.reason, rejection.detail))
+    return points
+
+
+def _summary_data(summary: Any, kind: MeasurementKind) -> list[tuple[str, Any]]:
+    summary = require_object(summary, "summary")
+    event_type = summary.get("event_type", kind.value)
+    summary_type = summary.get("summary_type")
+    if event_type != kind.value or summary_type != SUMMARY_TYPE:
+        shown = f"{event_type!r:.40} {summary_type!r:.20}"
+        raise RejectedInput(RejectReason.BAD_VALUE, f"summary {shown} is not read")
+    data = summary.get("summary_data")
+    if not isinstance(data, list):
+        raise RejectedInput(RejectReason.MISSING_FIELD, "summary_data")
+    points: list[tuple[str, Any]] = []
+    for point in data:
+        if (
+            not isinstance(point, list)
+            or len(point) != 2
+            or isinstance(point[0], bool)
+            or not isinstance(point[0], int | float | str)
+        ):
+            raise RejectedInput(RejectReason.BAD_VALUE, "summary point is not [ts, value]")
+        points.append((str(point[0]), point[1]))
+    return points
 
 
 #: Links already parsed, by their raw meta fields and the string limit; ~250 toolkits send the

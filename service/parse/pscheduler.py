@@ -10,6 +10,13 @@ as it does for the bus, whose powstream datapoints carry the start of their inte
 
 Histogram keys are delays divided by the spec's `bucket-width` (`'%.2f'`): milliseconds at
 0.01 ms with the default 0.001 s, and scaled to milliseconds for any other width.
+
+A `throughput` run (iperf3, nuttcp) becomes one message holding its rate and, when the tool
+reports them, its retransmits (`service.parse.throughput`); a `trace` run (traceroute,
+tracepath, paris-traceroute) one holding its first path (`service.parse.packet_trace`). Both are
+stamped with `run.start-time`, as perfSONAR's collectors stamp them. Their spec may leave out
+`source` (the host that runs the test: the run's lead participant), and a throughput test with
+`reverse: true` sent its data from `dest` to `source`: that is the link.
 """
 
 from __future__ import annotations
@@ -30,10 +37,14 @@ from service.parse.histogram_batch import RawHistogram, add_histogram_stats, par
 from service.parse.histogram_scan import LONGEST_KEY, ScannedBatch, scan_histograms
 from service.parse.json_fields import check_length, load_object, require_object
 from service.parse.limits import InputLimits
+from service.parse.packet_trace import MAX_HOPS, read_paths
 from service.parse.records import MeasurementKind, NamedEndpoints, ParsedMessage
+from service.parse.throughput import read_throughput_result
 
-#: The test types nettel reads, with pScheduler's default `packet-count` for each.
+#: The latency test types nettel reads, with pScheduler's default `packet-count` for each.
 DEFAULT_PACKET_COUNTS = {"latencybg": 600, "latency": 100}
+#: The other test types nettel reads.
+THROUGHPUT_TEST, TRACE_TEST = "throughput", "trace"
 DEFAULT_PACKET_INTERVAL = 0.1
 #: Seconds per histogram key unit by default: the keys are then milliseconds.
 DEFAULT_BUCKET_WIDTH = 0.001
@@ -57,11 +68,11 @@ class RunOutcome(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ParsedRun:
     """One run record: `key` names the run (a re-post has the same; None when it names none),
-    `measured` its delay and loss as two messages, as the bus carries them, or why it has none
-    (FAILED or IGNORED)."""
+    `measured` its messages (a latency run's delay and loss as two, as the bus carries them; a
+    throughput or trace run's one), or why it has none (FAILED or IGNORED)."""
 
     key: str | None
-    measured: tuple[ParsedMessage, ParsedMessage] | RunOutcome
+    measured: tuple[ParsedMessage, ...] | RunOutcome
 
 
 RunResult = ParsedRun | RejectedInput
@@ -166,7 +177,7 @@ def _parse_run(
     key = _run_key(document)
     test = require_object(document.get("test"), "test")
     test_type = _string(test, "type", "test.type", limits)
-    if test_type not in DEFAULT_PACKET_COUNTS:
+    if test_type not in DEFAULT_PACKET_COUNTS and test_type not in (THROUGHPUT_TEST, TRACE_TEST):
         return ParsedRun(key, RunOutcome.IGNORED), None
     result = require_object(document.get("result"), "result")
     succeeded = result.get("succeeded")
@@ -176,6 +187,10 @@ def _parse_run(
     if not succeeded:
         return ParsedRun(key, RunOutcome.FAILED), None
     spec = require_object(test.get("spec"), "test.spec")
+    if test_type == THROUGHPUT_TEST:
+        return ParsedRun(key, (_throughput_message(document, spec, result, limits),)), None
+    if test_type == TRACE_TEST:
+        return ParsedRun(key, (_trace_message(document, spec, result, limits),)), None
     link = _parse_link(spec, limits)
     ts = _interval_start(document, spec, test_type, limits)
     delay = ParsedMessage(MeasurementKind.DELAY, link)
@@ -185,6 +200,65 @@ def _parse_run(
     if value is not None:
         loss.losses.append((ts, value))
     return ParsedRun(key, (delay, loss)), None if raw is None else (delay, *raw)
+
+
+def _throughput_message(
+    document: dict[str, Any], spec: dict[str, Any], result: dict[str, Any], limits: InputLimits
+) -> ParsedMessage:
+    """A throughput run's rate and retransmits at its start, on the link its data took."""
+    link = _parse_link(spec, limits, _lead_participant(document, limits))
+    if spec.get("reverse") is True:
+        link = NamedEndpoints(
+            link.destination_host, link.source_host, link.destination, link.source, link.ip_version
+        )
+    ts = _start_time(document, limits)
+    message = ParsedMessage(MeasurementKind.THROUGHPUT, link)
+    measured = _datapoint(message, lambda: read_throughput_result(result, limits))
+    if measured is not None:
+        bits, retransmits = measured
+        message.throughputs.append((ts, bits))
+        if retransmits is not None:
+            message.retransmits.append((ts, retransmits))
+    return message
+
+
+def _trace_message(
+    document: dict[str, Any], spec: dict[str, Any], result: dict[str, Any], limits: InputLimits
+) -> ParsedMessage:
+    """A trace run's first path at its start (`first-ttl` places its first hop)."""
+    link = _parse_link(spec, limits, _lead_participant(document, limits))
+    ts = _start_time(document, limits)
+    message = ParsedMessage(MeasurementKind.TRACE, link)
+    first_ttl = spec.get("first-ttl", 1)
+    if type(first_ttl) is not int or not 1 <= first_ttl <= MAX_HOPS:
+        message.rejected.append((RejectReason.BAD_VALUE, "test.spec.first-ttl"))
+        return message
+    paths = result.get("paths")
+    if paths is None:
+        message.rejected.append((RejectReason.MISSING_FIELD, "result.paths"))
+        return message
+    trace = _datapoint(message, lambda: read_paths(paths, first_ttl, limits))
+    if trace is not None:
+        message.traces.append((ts, trace))
+    return message
+
+
+def _lead_participant(document: dict[str, Any], limits: InputLimits) -> str | None:
+    """The run's first participant (the host that ran it), None when it names none."""
+    participants = document.get("participants")
+    if not isinstance(participants, list) or not participants:
+        return None
+    lead = participants[0]
+    return lead if isinstance(lead, str) and len(lead) <= limits.max_string_length else None
+
+
+def _start_time(document: dict[str, Any], limits: InputLimits) -> int:
+    """Epoch second of `run.start-time`."""
+    run = require_object(document.get("run"), "run")
+    start = _time(_string(run, "start-time", "run.start-time", limits), "run.start-time")
+    if not 0 <= start <= 1e11:
+        raise RejectedInput(RejectReason.BAD_VALUE, "run.start-time out of range")
+    return math.floor(start)
 
 
 def _datapoint(message: ParsedMessage, read: Callable[[], _T]) -> _T | None:
@@ -206,7 +280,12 @@ def _run_key(document: dict[str, Any]) -> str | None:
     return identifier if isinstance(identifier, str) and identifier else None
 
 
-def _parse_link(spec: dict[str, Any], limits: InputLimits) -> NamedEndpoints:
+def _parse_link(
+    spec: dict[str, Any], limits: InputLimits, default_source: str | None = None
+) -> NamedEndpoints:
+    """The spec's `source` (else `default_source`, when given) and `dest`."""
+    if spec.get("source") is None and default_source is not None:
+        spec = spec | {"source": default_source}
     source, source_address = _endpoint(spec, "source", limits)
     destination, destination_address = _endpoint(spec, "dest", limits)
     version = spec.get("ip-version", 0)
@@ -234,7 +313,7 @@ def _interval_start(
 ) -> int:
     """Epoch second the measured interval began: its length before `run.end-time`."""
     run = require_object(document.get("run"), "run")
-    end = _time(_string(run, "end-time", "run.end-time", limits))
+    end = _time(_string(run, "end-time", "run.end-time", limits), "run.end-time")
     count = spec.get("packet-count", DEFAULT_PACKET_COUNTS[test_type])
     if type(count) is not int or count < 1:
         raise RejectedInput(RejectReason.BAD_VALUE, "test.spec.packet-count is not a count")
@@ -245,12 +324,12 @@ def _interval_start(
     return math.floor(start)
 
 
-def _time(text: str) -> float:
+def _time(text: str, what: str) -> float:
     """Epoch seconds of an ISO 8601 time (pScheduler writes `2026-11-20T10:17:05+00:00`)."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise RejectedInput(RejectReason.BAD_VALUE, "run.end-time is not ISO 8601") from None
+        raise RejectedInput(RejectReason.BAD_VALUE, f"{what} is not ISO 8601") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()

@@ -11,10 +11,31 @@ from service.parse.histogram import HistogramStats
 
 
 class MeasurementKind(StrEnum):
-    """The perfSONAR event types nettel consumes."""
+    """The perfSONAR event types nettel consumes (esmond's names, as on the bus's topics)."""
 
     DELAY = "histogram-owdelay"
     LOSS = "packet-loss-rate"
+    THROUGHPUT = "throughput"
+    RETRANSMITS = "packet-retransmits"
+    TRACE = "packet-trace"
+
+
+class TraceHop(NamedTuple):
+    """One hop of a traceroute: its TTL, the address that answered ("" when none did), the
+    round-trip time (ms, NaN when not given) and the autonomous system (0 when not given)."""
+
+    ttl: int
+    address: str
+    rtt_ms: float
+    asn: int
+
+
+class Trace(NamedTuple):
+    """One traceroute: its hops in TTL order (at most `packet_trace.MAX_HOPS`) and the
+    fingerprint of the path, the addresses that answered in order (equal paths, equal prints)."""
+
+    hops: tuple[TraceHop, ...]
+    fingerprint: int
 
 
 class LinkEndpoints(NamedTuple):
@@ -50,6 +71,10 @@ class ParsedMessage:
     link: LinkEndpoints | NamedEndpoints
     delays: list[tuple[int, HistogramStats]] = field(default_factory=list)
     losses: list[tuple[int, float]] = field(default_factory=list)
+    #: Throughput results (bits/s), retransmit counts and traceroutes, by epoch second.
+    throughputs: list[tuple[int, float]] = field(default_factory=list)
+    retransmits: list[tuple[int, int]] = field(default_factory=list)
+    traces: list[tuple[int, Trace]] = field(default_factory=list)
     rejected: list[tuple[RejectReason, str]] = field(default_factory=list)
     #: Who sent it where that is not the link's source host: the HTTP client that posted a
     #: pScheduler run (its new links are charged to that client's budget).
@@ -57,4 +82,10 @@ class ParsedMessage:
 
     @property
     def accepted_count(self) -> int:
-        return len(self.delays) + len(self.losses)
+        return (
+            len(self.delays)
+            + len(self.losses)
+            + len(self.throughputs)
+            + len(self.retransmits)
+            + len(self.traces)
+        )

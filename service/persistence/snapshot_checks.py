@@ -12,7 +12,12 @@ the first problem (`SnapshotContentError`, with the check that failed):
   own slot, none after its row's newest minute (`window`);
 - finite values in their physical ranges (`range`): loss in [0, 1]; delays as the histogram
   parser keeps them (-1000 .. 50000 ms), minimum <= median and mean, standard deviation
-  >= 0; all-time moments consistent with their counts (`archive`).
+  >= 0; all-time moments consistent with their counts (`archive`);
+- throughput results and paths as ingest leaves them (`results`): rates in 0 .. the parser's
+  largest, with a time where there is a rate; bins in their own ring slots, none after now,
+  counts and sums of rates that fit; a path's times in order, hop numbers into the hop table,
+  RTTs the parser takes; hop addresses canonical and distinct (`names`). A row holds a datapoint
+  of some kind (a minute, a throughput result or count, a trace).
 
 Minutes before the window are history, not a fault: a link that stopped reporting keeps its
 last minutes until retirement, and an archive backfill takes older minutes too.
@@ -29,9 +34,13 @@ import numpy as np
 from service.parse.addresses import canonical_ip
 from service.parse.histogram import CLOCK_ERROR_HIGH_MS, CLOCK_ERROR_LOW_MS
 from service.parse.limits import InputLimits
+from service.parse.packet_trace import MAX_HOPS, MAX_RTT_MS
+from service.parse.throughput import MAX_RETRANSMITS, MAX_THROUGHPUT_BPS
 from service.persistence.snapshot_codec import SnapshotFormatError
+from service.state.hop_addresses import MAX_ADDRESSES
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import MAX_FUTURE_SECONDS
+from service.state.throughput_state import BIN_SECONDS, BINS
 from service.topology.topology import Topology, host_key
 
 #: Longest host name (the parser's string limit) and link-end identity ("ipv6:" + a name).
@@ -53,6 +62,7 @@ class ContentCheck(StrEnum):
     WINDOW = "window"
     RANGE = "range"
     ARCHIVE = "archive"
+    RESULTS = "results"
 
 
 class SnapshotContentError(SnapshotFormatError):
@@ -75,6 +85,9 @@ class ContentLimits:
 
     def check_links(self, links: list[list[str]], topology: Topology) -> None:
         check_index(links, self, topology)
+
+    def check_hop_addresses(self, addresses: list[str]) -> None:
+        check_hop_addresses(addresses)
 
     def check_arrays(self, arrays: Mapping[str, np.ndarray]) -> None:
         check_arrays(arrays, self)
@@ -136,12 +149,33 @@ def _check_bindings(
             bound[(name, version)] = address
 
 
+def check_hop_addresses(addresses: list[str]) -> None:
+    """The hop table: at most its bound, each address canonical and listed once."""
+    if len(addresses) > MAX_ADDRESSES:
+        detail = f"{len(addresses):,} hop addresses, more than {MAX_ADDRESSES:,}"
+        raise SnapshotContentError(ContentCheck.NAMES, detail)
+    for number, address in enumerate(addresses):
+        if canonical_ip(address) != address:
+            shown = address[:40]
+            raise SnapshotContentError(ContentCheck.NAMES, f"hop address {number}: {shown!r}")
+    if len(set(addresses)) != len(addresses):
+        raise SnapshotContentError(ContentCheck.NAMES, "a hop address is listed twice")
+
+
 def check_arrays(arrays: Mapping[str, np.ndarray], limits: ContentLimits) -> None:
     """Every array of a decoded snapshot (shapes and types checked already)."""
     newest_allowed = int((limits.now + MAX_FUTURE_SECONDS) // 60)
     latest = arrays["latest_minute"].astype(np.int64)
     _first(latest > newest_allowed, ContentCheck.FUTURE, "newest minute", latest, minutes=True)
-    _first(latest < 0, ContentCheck.WINDOW, "row without a datapoint: newest minute", latest)
+    results = np.maximum.reduce(
+        [
+            arrays["throughput/latest_time"],
+            arrays["throughput/retransmits_time"],
+            arrays["paths/seen"],
+        ]
+    )
+    empty = (latest < 0) & (results < 0)
+    _first(empty, ContentCheck.WINDOW, "row without a datapoint: newest minute", latest)
     slots = arrays["slot_minute"].astype(np.int64)
     held = slots >= 0
     own_slot = slots % WINDOW_MINUTES == np.arange(WINDOW_MINUTES)
@@ -155,6 +189,57 @@ def check_arrays(arrays: Mapping[str, np.ndarray], limits: ContentLimits) -> Non
     p95 = arrays["latest_p95"]
     _first(~np.isnan(p95) & ~_in_delay_range(p95), ContentCheck.RANGE, "latest_p95", p95)
     _check_archive(arrays)
+    newest_second = limits.now + MAX_FUTURE_SECONDS
+    _check_throughput(arrays, newest_second)
+    _check_paths(arrays, newest_second)
+
+
+def _check_throughput(arrays: Mapping[str, np.ndarray], newest_second: float) -> None:
+    """Latest rates and retransmits, and the bins, as `ThroughputState` leaves them."""
+    check = ContentCheck.RESULTS
+    bps, time = arrays["throughput/latest_bps"], arrays["throughput/latest_time"]
+    _first((time > newest_second) | (time < -1), check, "throughput time", time)
+    _first(np.isnan(bps) != (time < 0), check, "throughput rate beside its time", bps)
+    _first(~np.isnan(bps) & ~((bps >= 0) & (bps <= MAX_THROUGHPUT_BPS)), check, "bps", bps)
+    count, at = arrays["throughput/retransmits"], arrays["throughput/retransmits_time"]
+    _first((at > newest_second) | (at < -1), check, "retransmits time", at)
+    _first((count < 0) != (at < 0), check, "retransmits beside their time", count)
+    _first(count > MAX_RETRANSMITS, check, "retransmits", count)
+    period = arrays["throughput/bin_period"].astype(np.int64)
+    held = period >= 0
+    own_slot = period % BINS == np.arange(BINS)
+    _first(held & ~own_slot, check, "bin period in another period's slot", period)
+    _first(period < -1, check, "bin period", period)
+    _first(period * BIN_SECONDS > newest_second, check, "bin period after now", period)
+    n, total = arrays["throughput/bin_count"].astype(np.int64), arrays["throughput/bin_sum"]
+    _first(held != (n > 0), check, "bin count beside its period", n)
+    _first(~held & (total != 0), check, "bin sum without a period", total)
+    bad_sum = ~((total >= 0) & (total <= n * MAX_THROUGHPUT_BPS))
+    _first(bad_sum, check, "bin sum beside its count", total)
+
+
+def _check_paths(arrays: Mapping[str, np.ndarray], newest_second: float) -> None:
+    """Paths as `PathState` leaves them: times in order, hops into the table, RTTs in range."""
+    check = ContentCheck.RESULTS
+    seen, since = arrays["paths/seen"], arrays["paths/since"]
+    _first((seen > newest_second) | (seen < -1), check, "trace time", seen)
+    _first((since > seen) | ((since < 0) != (seen < 0)), check, "path since beside seen", since)
+    hops, table = arrays["paths/hops"].astype(np.int64), len(arrays["paths/hop_asn"])
+    _first((hops < -1) | (hops >= table), check, "hop number", hops)
+    count = arrays["paths/hop_count"].astype(np.int64)
+    _first((count > MAX_HOPS) | ((count == 0) != (seen < 0)), check, "hop count", count)
+    beyond = np.arange(MAX_HOPS) >= count[:, None]
+    _first(beyond & (hops >= 0), check, "hop after the highest TTL", hops)
+    rtt = arrays["paths/rtt_ms"].astype(np.float64)
+    bad_rtt = ~np.isnan(rtt) & ~((rtt >= 0) & (rtt <= MAX_RTT_MS) & (hops >= 0))
+    _first(bad_rtt, check, "hop RTT (ms)", rtt)
+    reached = arrays["paths/reached"]
+    _first((reached < -1) | (reached > 1), check, "reached", reached)
+    hour = arrays["paths/change_hour"].astype(np.int64)
+    _first((hour < -1) | (hour * 3600 > newest_second), check, "change hour", hour)
+    changes = arrays["paths/hour_changes"].astype(np.int64)
+    _first((hour < 0)[:, None] & (changes > 0), check, "changes without an hour", changes)
+    _first(changes > 3600, check, "changes in an hour", changes)
 
 
 def _check_series(arrays: Mapping[str, np.ndarray], held: np.ndarray) -> None:

@@ -18,10 +18,13 @@ from typing import TypeVar
 import numpy as np
 
 from service.errors import RejectReason
+from service.parse.addresses import canonical_ip
 from service.parse.histogram import HistogramStats
 from service.parse.records import LinkEndpoints, NamedEndpoints, ParsedMessage
 from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, Datapoints, LinkBuffers
 from service.state.link_index import LinkIndex
+from service.state.path_state import PathHop, PathState, PathSummary
+from service.state.throughput_state import BandwidthChange, LatestThroughput, ThroughputState
 from service.topology.topology import Topology
 
 #: Datapoints further than this in the future (seconds) are refused: the clock tolerance. A
@@ -97,8 +100,25 @@ class StateView:
         )
 
 
+@dataclass(frozen=True)
+class LinkResults:
+    """Copies of the throughput and path state of links (all rows, or the rows asked for) at
+    one moment; take it in the same `LinkState.frozen()` block as a `StateView` to have both
+    of the same links in the same order."""
+
+    taken_at: float
+    rows: np.ndarray
+    throughput: LatestThroughput
+    bandwidth: BandwidthChange
+    paths: PathSummary
+
+
 class LinkState:
-    """All links' buffers; thread-safe: every method holds the state's own lock."""
+    """All links' buffers; thread-safe: every method holds the state's own lock.
+
+    Beside the delay and loss buffers each row has throughput results (`throughput`,
+    `ThroughputState`) and a path from traceroutes (`paths`, `PathState`).
+    """
 
     def __init__(
         self,
@@ -108,6 +128,8 @@ class LinkState:
     ) -> None:
         self.index = LinkIndex(topology or Topology())
         self.buffers = LinkBuffers(capacity)
+        self.throughput = ThroughputState(capacity)
+        self.paths = PathState(capacity)
         #: Datapoints stored since start; a reader compares it with a view's to see new data.
         self.stored_total = 0
         #: Links removed by `retire_idle` since start.
@@ -155,9 +177,23 @@ class LinkState:
         self, messages: Sequence[ParsedMessage], now: float, history: bool = False
     ) -> list[ApplyOutcome]:
         outcomes = [ApplyOutcome(rejected=[reason for reason, _ in m.rejected]) for m in messages]
+        rows: dict[int, int | RejectReason] = {}
+        self._apply_measurements(messages, outcomes, rows, now, history)
+        self._apply_results(messages, outcomes, rows, now, history)
+        return outcomes
+
+    def _apply_measurements(
+        self,
+        messages: Sequence[ParsedMessage],
+        outcomes: list[ApplyOutcome],
+        rows: dict[int, int | RejectReason],
+        now: float,
+        history: bool,
+    ) -> None:
+        """Delays and losses into the window (and, from history, the all-time moments)."""
         table = _datapoint_table(messages)
         if not len(table):
-            return outcomes
+            return
         message_of = table[:, 0].astype(np.intp)
         timestamps = table[:, 1].astype(np.int64)
         codes = window_reject_codes(timestamps, now)
@@ -165,22 +201,10 @@ class LinkState:
         for point in np.flatnonzero(~kept).tolist():
             outcomes[message_of[point]].rejected.append(_WINDOW_REASONS[codes[point]])
         if not kept.any():
-            return outcomes
-        row_of = np.full(len(messages), -1, dtype=np.int64)
-        refusals: dict[int, RejectReason] = {}
-        for number in np.unique(message_of[kept]).tolist():  # new links get rows in message order
-            row = self._row_for(messages[number], outcomes[number], history)
-            if isinstance(row, RejectReason):
-                refusals[number] = row
-            else:
-                row_of[number] = row
-        refused = kept & (row_of[message_of] < 0)
-        for point in np.flatnonzero(refused).tolist():
-            outcomes[message_of[point]].rejected.append(refusals[message_of[point]])
-        kept &= ~refused
+            return
+        row_of, kept = self._admitted(messages, outcomes, rows, message_of, kept, history)
         if not kept.any():
-            return outcomes
-        self.buffers.ensure_row(int(row_of.max()))
+            return
         table, message_of = table[kept], message_of[kept]
         points = Datapoints(row_of[message_of], timestamps[kept] // 60, *_point_columns(table))
         if history:
@@ -188,7 +212,95 @@ class LinkState:
         else:
             stored, archived = self.buffers.write(points), np.zeros(len(message_of), dtype=bool)
         _count_stored(outcomes, message_of, stored, archived)
-        return outcomes
+
+    def _apply_results(
+        self,
+        messages: Sequence[ParsedMessage],
+        outcomes: list[ApplyOutcome],
+        rows: dict[int, int | RejectReason],
+        now: float,
+        history: bool,
+    ) -> None:
+        """Throughput results, retransmit counts and traces, each within its own window: the
+        throughput history's bins (`ThroughputState.window_start`), a day for traces. A trace's
+        hops are numbered in the hop table before its link gets a row, so that a trace the
+        table has no room for adds no link."""
+        table = _result_table(messages)
+        if not len(table):
+            return
+        message_of, kinds, positions = (table[:, column].astype(np.intp) for column in (0, 2, 3))
+        times = table[:, 1].astype(np.int64)
+        newest_allowed = now + MAX_FUTURE_SECONDS
+        earliest = np.where(
+            kinds == _TRACE,
+            PathState.window_start(now),
+            ThroughputState.window_start(newest_allowed),
+        )
+        codes = np.where(times > newest_allowed, _FUTURE, np.where(times < earliest, _TOO_OLD, 0))
+        for point in np.flatnonzero(codes).tolist():
+            outcomes[message_of[point]].rejected.append(_WINDOW_REASONS[codes[point]])
+        traced = np.flatnonzero((codes == 0) & (kinds == _TRACE))
+        traces = [
+            messages[m].traces[p][1]
+            for m, p in zip(message_of[traced].tolist(), positions[traced].tolist(), strict=True)
+        ]
+        numbers = self.paths.number_hops(traces, len(self.index))
+        fits = np.array([hops is not None for hops in numbers], dtype=bool)
+        for point in traced[~fits].tolist():
+            outcome = outcomes[message_of[point]]
+            outcome.rejected.append(RejectReason.HOP_TABLE_FULL)
+            outcome.details[RejectReason.HOP_TABLE_FULL] = "the hop address table is full"
+        codes[traced[~fits]] = _TOO_OLD  # refused (counted above): only not kept
+        row_of, kept = self._admitted(messages, outcomes, rows, message_of, codes == 0, history)
+        stored = np.zeros(len(table), dtype=bool)
+        for kind, add in (
+            (_RATE, self.throughput.add_rates),
+            (_COUNT, self.throughput.add_retransmits),
+        ):
+            chosen = np.flatnonzero(kept & (kinds == kind))
+            stored[chosen] = add(row_of[message_of[chosen]], times[chosen], table[chosen, 4])
+        taken = kept[traced] & fits
+        if taken.any():
+            chosen, trace_rows = traced[taken], row_of[message_of[traced[taken]]]
+            destinations = [_address(self.index.destinations[row]) for row in trace_rows.tolist()]
+            stored[chosen] = self.paths.add_traces(
+                trace_rows,
+                times[chosen],
+                [trace for trace, take in zip(traces, taken, strict=True) if take],
+                [hops for hops, take in zip(numbers, taken, strict=True) if take and hops],
+                destinations,
+            )
+        applied = np.bincount(message_of[stored], minlength=len(outcomes)).tolist()
+        for number, outcome in enumerate(outcomes):
+            outcome.applied += applied[number]
+        for point in np.flatnonzero(kept & ~stored).tolist():
+            outcomes[message_of[point]].rejected.append(RejectReason.TOO_OLD)
+
+    def _admitted(
+        self,
+        messages: Sequence[ParsedMessage],
+        outcomes: list[ApplyOutcome],
+        rows: dict[int, int | RejectReason],
+        message_of: np.ndarray,
+        kept: np.ndarray,
+        history: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The row of each message (-1: none) and `kept` less the datapoints whose new link was
+        refused (listed in the outcomes). New links get rows in message order; `rows` keeps
+        what each message got, so that a message is admitted once."""
+        for number in np.unique(message_of[kept]).tolist():
+            if number not in rows:
+                rows[number] = self._row_for(messages[number], outcomes[number], history)
+        row_of = np.full(len(messages), -1, dtype=np.int64)
+        for number, row in rows.items():
+            if not isinstance(row, RejectReason):
+                row_of[number] = row
+        refused = kept & (row_of[message_of] < 0)
+        for point in np.flatnonzero(refused).tolist():
+            reason = rows[int(message_of[point])]
+            assert isinstance(reason, RejectReason)
+            outcomes[message_of[point]].rejected.append(reason)
+        return row_of, kept & ~refused
 
     def _row_for(
         self, message: ParsedMessage, outcome: ApplyOutcome, history: bool
@@ -209,6 +321,8 @@ class LinkState:
             reason = refusal or RejectReason.LINK_LIMIT
             outcome.details[reason] = _refusal_detail(reason, link, producer)
             return reason
+        for part in (self.buffers, self.throughput.columns, self.paths.columns):
+            part.ensure_row(row)
         return row
 
     def adopt(self, other: LinkState) -> None:
@@ -217,6 +331,7 @@ class LinkState:
         with self._lock:
             other.index.names_version = self.index.names_version + 1  # every record is rebuilt
             self.index, self.buffers = other.index, other.buffers
+            self.throughput, self.paths = other.throughput, other.paths
 
     @property
     def unmapped(self) -> int:
@@ -242,16 +357,27 @@ class LinkState:
         return max(copy_seconds, swap_seconds)
 
     def retire_idle(self, cutoff: float) -> int:
-        """Remove every link whose newest datapoint's minute began before `cutoff` (epoch s):
-        its row, history and all-time statistics go, later rows move up and new links reuse the
-        freed rows, so a link that comes back starts afresh. Returns how many were removed."""
+        """Remove every link whose newest datapoint (a delay or loss minute's start, a
+        throughput test's or trace's start) is before `cutoff` (epoch s): its row, history,
+        all-time statistics, throughput results and path go, later rows move up and new links
+        reuse the freed rows, so a link that comes back starts afresh. Returns how many were
+        removed."""
         with self._lock:
             n = len(self.index)
-            idle = self.buffers.latest_minute[:n].astype(np.int64) * 60 < cutoff
+            newest = np.maximum.reduce(
+                [
+                    self.buffers.latest_minute[:n].astype(np.int64) * 60,
+                    self.throughput.newest_time(n),
+                    self.paths.newest_time(n),
+                ]
+            )
+            idle = newest < cutoff
             if not idle.any():
                 return 0
             keep = np.flatnonzero(~idle)
             self.buffers.keep_rows(keep, n)
+            self.throughput.columns.keep_rows(keep, n)
+            self.paths.keep_rows(keep, n)
             self.index.keep_rows(keep.tolist())
             retired = n - len(keep)
             self.retired_total += retired
@@ -267,6 +393,26 @@ class LinkState:
         with self._lock:
             row = self.index.find_by_name(source, destination)
             return None if row is None else self._copy(now, [row])
+
+    def results(self, now: float, rows: list[int] | None = None) -> LinkResults:
+        """Copies of every link's (or `rows`') latest throughput, AAAS's bandwidth scores and
+        path summary at `now` (see `ThroughputState` and `PathState`)."""
+        with self._lock:
+            picked = np.arange(len(self.index)) if rows is None else np.asarray(rows, np.intp)
+            return LinkResults(
+                taken_at=now,
+                rows=picked,
+                throughput=self.throughput.latest(picked),
+                bandwidth=self.throughput.bandwidth_change(picked, now),
+                paths=self.paths.summary(picked, now),
+            )
+
+    def path_of(self, source: str, destination: str) -> list[PathHop] | None:
+        """The current path of one link (endpoints by IP or host name): its hops from TTL 1;
+        None when the link is unknown, [] when it has no trace."""
+        with self._lock:
+            row = self.index.find_by_name(source, destination)
+            return None if row is None else self.paths.hops_of(row)
 
     def _copy(self, now: float, rows: list[int] | None) -> StateView:
         n = len(self.index)
@@ -298,6 +444,8 @@ class LinkState:
 
 _WINDOW_REASONS = (None, RejectReason.FUTURE, RejectReason.TOO_OLD)
 _FUTURE, _TOO_OLD = 1, 2  # their codes
+#: The kinds of `_result_table`'s rows.
+_RATE, _COUNT, _TRACE = 0, 1, 2
 #: Columns of `_datapoint_table`, after the message number and timestamp.
 _COLUMNS = ("is_loss", "loss", *HistogramStats._fields[1:7])
 
@@ -350,6 +498,25 @@ def _datapoint_table(messages: Sequence[ParsedMessage]) -> np.ndarray:
         for ts, loss in message.losses:
             rows.append((number, ts, 1.0, loss, nan, nan, nan, nan, nan, 0.0))
     return np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(_COLUMNS))
+
+
+def _result_table(messages: Sequence[ParsedMessage]) -> np.ndarray:
+    """One row per throughput, retransmit count and trace: message number, timestamp, kind
+    (`_RATE`, `_COUNT`, `_TRACE`), position in its message's list, value (NaN for a trace)."""
+    rows: list[tuple[float, ...]] = []
+    for number, message in enumerate(messages):
+        for position, (ts, bps) in enumerate(message.throughputs):
+            rows.append((number, ts, _RATE, position, bps))
+        for position, (ts, count) in enumerate(message.retransmits):
+            rows.append((number, ts, _COUNT, position, count))
+        for position, (ts, _) in enumerate(message.traces):
+            rows.append((number, ts, _TRACE, position, math.nan))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 5)
+
+
+def _address(identity: str) -> str:
+    """A link end's address when the index keys it by one, else "" (a host name)."""
+    return identity if canonical_ip(identity) == identity else ""
 
 
 def _point_columns(table: np.ndarray) -> list[np.ndarray]:

@@ -67,7 +67,7 @@ def test_failed_ignored_and_refused_runs_are_counted_apart() -> None:
     failed = {"schema": 1, "succeeded": False, "error": "no route", "diags": ""}
     frames = [
         (RUN, run_body(RUN_END, run_id="failed", result=failed), None),
-        (RUN, run_body(RUN_END, run_id="trace", test_type="trace"), None),
+        (RUN, run_body(RUN_END, run_id="rtt", test_type="rtt"), None),
         (RUN, b"{not json", None),
         (RUN, run_body(BASE_TS - 3600, run_id="old"), None),  # both datapoints too old
     ]

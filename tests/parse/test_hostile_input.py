@@ -25,7 +25,7 @@ from service.errors import RejectedInput, RejectReason
 from service.ingest.pipeline import IngestPipeline
 from service.parse.histogram_batch import MAX_BUCKET_COUNT
 from service.parse.limits import InputLimits
-from service.parse.perfsonar import parse_message
+from service.parse.perfsonar import SUMMARY_KINDS, parse_message
 from service.parse.records import MeasurementKind, ParsedMessage
 from service.state.link_state import LinkState
 from tests.message_factory import BASE_TS, meta
@@ -34,8 +34,14 @@ DELAY = MeasurementKind.DELAY
 LOSS = MeasurementKind.LOSS
 DELAY_TOPIC = "/topic/perfsonar.raw.histogram-owdelay"
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
-TOPICS = {DELAY_TOPIC: DELAY, LOSS_TOPIC: LOSS}
-KIND_OF_TOPIC = {DELAY: DELAY_TOPIC, LOSS: LOSS_TOPIC}
+KIND_OF_TOPIC = {kind: f"/topic/perfsonar.raw.{kind.value}" for kind in MeasurementKind}
+TOPICS = {topic: kind for kind, topic in KIND_OF_TOPIC.items()}
+#: A valid value of each event type that is not a histogram or a loss.
+RESULT_VALUES = {
+    MeasurementKind.THROUGHPUT: 9.4e9,
+    MeasurementKind.RETRANSMITS: 12,
+    MeasurementKind.TRACE: [{"ttl": 1, "query": 1, "ip": "192.0.2.1", "rtt": 0.3}],
+}
 NOW = BASE_TS + 120.0  # BASE_TS and the two minutes after it fit the 32-minute window
 LIMITS = InputLimits()
 
@@ -162,6 +168,8 @@ def loss_document() -> dict[str, Any]:
 
 
 def valid_document(kind: MeasurementKind) -> dict[str, Any]:
+    if kind in RESULT_VALUES:
+        return {"meta": meta(), "datapoints": {str(BASE_TS): RESULT_VALUES[kind]}}
     return delay_document() if kind is DELAY else loss_document()
 
 
@@ -177,8 +185,28 @@ def parse_or_reason(kind: MeasurementKind, raw: bytes | str, limits: InputLimits
         return rejection.reason
 
 
-def datapoint_count(raw: bytes | str) -> int:
-    return len(orjson.loads(raw)["datapoints"])
+def datapoint_count(raw: bytes | str, kind: MeasurementKind | None = None) -> int:
+    """The datapoints of a body: its `datapoints`, or for the summary layout each point of a
+    summary read and one for each summary refused."""
+    document = orjson.loads(raw)
+    if "datapoints" in document or kind not in SUMMARY_KINDS:
+        return len(document["datapoints"])
+    return sum(summary_points(summary, kind) for summary in document["summaries"])
+
+
+def summary_points(summary: Any, kind: MeasurementKind) -> int:
+    """The points a summary counts for: its data when it is read, else 1 (its refusal)."""
+    if not isinstance(summary, dict) or summary.get("summary_type") != "average":
+        return 1
+    data = summary.get("summary_data")
+    pairs = isinstance(data, list) and all(
+        isinstance(p, list)
+        and len(p) == 2
+        and not isinstance(p[0], bool)
+        and isinstance(p[0], int | float | str)
+        for p in data
+    )
+    return len(data) if pairs and summary.get("event_type", kind.value) == kind.value else 1
 
 
 def assert_accounted(kind: MeasurementKind, raw: bytes | str) -> ParsedMessage | RejectReason:
@@ -187,7 +215,7 @@ def assert_accounted(kind: MeasurementKind, raw: bytes | str) -> ParsedMessage |
     if isinstance(outcome, ParsedMessage):
         for reason, detail in outcome.rejected:
             assert reason in PARSER_REASONS and isinstance(detail, str)
-        assert outcome.accepted_count + len(outcome.rejected) == datapoint_count(raw)
+        assert outcome.accepted_count + len(outcome.rejected) == datapoint_count(raw, kind)
     return outcome
 
 
@@ -223,7 +251,7 @@ def assert_frame_accounted(pipeline: IngestPipeline, topic: str, raw: bytes | st
     if isinstance(outcome, RejectReason):
         assert (applied, counted) == (0, Counter({outcome.value: 1}))
     else:
-        assert applied + sum(counted.values()) == datapoint_count(raw)
+        assert applied + sum(counted.values()) == datapoint_count(raw, kind)
 
 
 # --- arbitrary input never escapes ------------------------------------------------------------
@@ -417,7 +445,7 @@ def test_loss_out_of_range_or_not_finite(value: Any) -> None:
 def test_a_histogram_on_the_loss_topic_and_a_number_on_the_delay_topic(
     kind: MeasurementKind, value: float
 ) -> None:
-    swapped = {str(BASE_TS): {"2.5": 600} if kind is LOSS else value}
+    swapped = {str(BASE_TS): {"2.5": 600} if kind is not DELAY else value}
     reason = only_datapoint_reason(kind, valid_document(kind) | {"datapoints": swapped})
     assert reason is RejectReason.BAD_VALUE
 
@@ -429,6 +457,8 @@ def test_a_histogram_on_the_loss_topic_and_a_number_on_the_delay_topic(
 @pytest.mark.parametrize("kind", list(MeasurementKind))
 def test_raw_nan_and_infinity_literals_are_invalid_json(kind: MeasurementKind, literal: bytes):
     raw = dumps(valid_document(kind)).replace(b"0.01", literal).replace(b"300}", literal + b"}")
+    for value in (b"9400000000.0}", b"12}", b"0.3}"):  # the RESULT_VALUES, each before a brace
+        raw = raw.replace(b":" + value, b":" + literal + b"}")
     assert literal in raw
     assert parse_or_reason(kind, raw) is RejectReason.INVALID_JSON
 

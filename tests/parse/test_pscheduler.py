@@ -127,7 +127,7 @@ def test_a_failed_run_is_counted_not_measured() -> None:
 
 
 def test_other_test_types_are_ignored_whatever_their_result() -> None:
-    run = parse_one(run_body(test_type="throughput", result={"succeeded": True, "summary": {}}))
+    run = parse_one(run_body(test_type="rtt", result={"succeeded": True, "roundtrips": []}))
     assert run.measured is RunOutcome.IGNORED
     assert run.key is not None
 
@@ -315,7 +315,7 @@ def test_the_body_size_limit_is_inclusive() -> None:
 def test_a_batch_keeps_order_and_computes_every_histogram() -> None:
     other = run_record(run_id="second")
     other["result"]["histogram-latency"] = {"10.00": 3, "20.00": 1}
-    results = parse_runs([run_body(), b"{}", orjson.dumps(other), run_body(test_type="trace")])
+    results = parse_runs([run_body(), b"{}", orjson.dumps(other), run_body(test_type="rtt")])
     first, refused, second, ignored = results
     assert isinstance(refused, RejectedInput) and refused.reason is RejectReason.MISSING_FIELD
     assert isinstance(ignored, ParsedRun) and ignored.measured is RunOutcome.IGNORED

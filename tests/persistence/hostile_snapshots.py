@@ -15,6 +15,8 @@ from service.parse.records import LinkEndpoints
 from service.persistence.snapshot_codec import FORMAT_VERSION, MAGIC
 from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES
 from service.state.link_state import LinkState
+from service.state.path_state import COLUMNS as PATH_COLUMNS
+from service.state.throughput_state import COLUMNS as THROUGHPUT_COLUMNS
 from tests.message_factory import delay_message, loss_message
 
 Arrays = dict[str, np.ndarray]
@@ -49,13 +51,23 @@ def arrays_of(state: LinkState) -> tuple[Arrays, Links]:
     arrays |= {f"archive/{k}": b.archive[k][:n].copy() for k in ARCHIVE}
     for name in ("latest_delay_minute", "latest_p95", "latest_minute", "clock_suspect_minute"):
         arrays[name] = getattr(b, name)[:n].copy()
+    arrays |= {f"throughput/{k}": v[:n].copy() for k, v in state.throughput.columns.items()}
+    arrays |= {f"paths/{k}": v[:n].copy() for k, v in state.paths.columns.items()}
+    arrays["paths/hop_asn"] = state.paths.addresses.asn_array().copy()
     links = [list(i.sources), list(i.destinations), list(i.source_hosts)]
     return arrays, links + [list(i.destination_hosts)]
 
 
-def snapshot_bytes(arrays: Arrays, links: Links, compressed: bool = False) -> bytes:
-    """Snapshot bytes of exactly these arrays and links, with a correct checksum."""
-    index = {"version": FORMAT_VERSION, "window_minutes": WINDOW_MINUTES, "links": links}
+def snapshot_bytes(
+    arrays: Arrays, links: Links, compressed: bool = False, hop_addresses: list[str] | None = None
+) -> bytes:
+    """Snapshot bytes of exactly these arrays, links and hop addresses, with a correct checksum."""
+    index = {
+        "version": FORMAT_VERSION,
+        "window_minutes": WINDOW_MINUTES,
+        "links": links,
+        "hop_addresses": hop_addresses or [],
+    }
     payload = io.BytesIO()
     save = np.savez_compressed if compressed else np.savez
     save(payload, index=np.frombuffer(orjson.dumps(index), dtype=np.uint8), **arrays)
@@ -96,5 +108,9 @@ def many_links(count: int) -> tuple[Arrays, Links]:
         arrays[name] = np.full(count, minute, np.int32)
     arrays["latest_p95"] = np.zeros(count, np.float32)
     arrays["clock_suspect_minute"] = np.full(count, -1, np.int32)
+    for prefix, columns in (("throughput/", THROUGHPUT_COLUMNS), ("paths/", PATH_COLUMNS)):
+        for name, spec in columns.items():
+            arrays[prefix + name] = np.full((count, *spec.width), spec.fill, spec.dtype)
+    arrays["paths/hop_asn"] = np.zeros(0, np.uint32)
     sources = [f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}" for n in range(count)]
     return arrays, [sources, ["10.255.255.254"] * count, sources, ["10.255.255.254"] * count]
