@@ -120,23 +120,19 @@ class _Subscription:
 
 
 class MemoryBroker:
-    """An in-memory broker of `flavour` (see the module); thread-safe.
-
-    `users` (login -> passcode) makes CONNECT check credentials; `clock` is the wall clock that
-    timestamps and expires messages.
-    """
+    """An in-memory broker of `flavour` (see the module); thread-safe. `clock` is the wall clock
+    that timestamps and expires messages; `server` the CONNECTED frame's `server` header (by
+    default one that names the flavour)."""
 
     def __init__(
         self,
         flavour: BrokerFlavour = "activemq",
         *,
         server: str | None = None,
-        users: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.flavour = flavour
         self.server = server if server is not None else SERVERS[flavour]
-        self._users = dict(users) if users is not None else None
         self._clock = clock
         self._lock = threading.Lock()
         self._thawed = threading.Condition(self._lock)
@@ -165,12 +161,6 @@ class MemoryBroker:
         """Connections open now."""
         with self._lock:
             return len(self._connections)
-
-    def queue_depth(self, name: str) -> int:
-        """Messages waiting in queue `name` (not yet delivered); 0 for no such queue."""
-        with self._lock:
-            queue = self._queues.get(name)
-            return 0 if queue is None else len(queue.messages)
 
     def consumers(self, name: str) -> int:
         """Subscriptions reading queue `name` now (0 for no such queue)."""
@@ -250,9 +240,7 @@ class MemoryBroker:
 
     # What connections call.
 
-    def open(
-        self, connection: MemoryConnection, access: BrokerAccess, headers: dict[str, str]
-    ) -> str | None:
+    def open(self, connection: MemoryConnection, headers: dict[str, str]) -> str | None:
         """CONNECT: the `server` header of CONNECTED; BrokerError with the ERROR frame's
         reason (after posting it) when refused, ConnectionRefusedError while stopped."""
         with self._lock:
@@ -264,7 +252,6 @@ class MemoryBroker:
                 raise ConnectionRefusedError("the in-memory broker is stopped")
             try:
                 self._take_refusal("CONNECT")
-                self._check_login(access)
                 client_id = headers.get("client-id") if self.flavour == "activemq" else None
                 if client_id and any(c.client_id == client_id for c in self._connections):
                     raise _Refused(
@@ -398,12 +385,6 @@ class MemoryBroker:
         message = self._refusals.pop(command, None)
         if message is not None:
             raise _Refused(message)
-
-    def _check_login(self, access: BrokerAccess) -> None:
-        if self._users is None:
-            return
-        if access.user is None or self._users.get(access.user) != access.passcode:
-            raise _Refused(f"User name [{access.user}] or password is invalid.")
 
     def _heartbeat_timeout(self, connection: MemoryConnection) -> None:
         with self._lock:

@@ -35,9 +35,7 @@ class MemoryFrame:
 class BrokerSide(Protocol):
     """What a connection asks of its broker (`memory_broker.MemoryBroker`), frame by frame."""
 
-    def open(
-        self, connection: MemoryConnection, access: BrokerAccess, headers: dict[str, str]
-    ) -> str | None: ...
+    def open(self, connection: MemoryConnection, headers: dict[str, str]) -> str | None: ...
 
     def close(self, connection: MemoryConnection) -> None: ...
 
@@ -69,8 +67,7 @@ class MemoryConnection:
     """A `BrokerConnection` to `broker`, made by `MemoryBroker.connector(access)`.
 
     The access's heart-beat grace is how long a frozen broker (`MemoryBroker.freeze`) goes
-    unnoticed; credentials go to the broker's check; addresses, vhost and TLS have no meaning
-    in memory.
+    unnoticed; credentials, addresses, vhost and TLS have no meaning in memory.
     """
 
     def __init__(self, broker: BrokerSide, access: BrokerAccess) -> None:
@@ -105,7 +102,7 @@ class MemoryConnection:
     def connect(self, headers: Mapping[str, str] | None = None) -> None:
         threading.Thread(target=self._deliver, name="memory-broker-receiver", daemon=True).start()
         try:
-            self._server = self._broker.open(self, self.access, dict(headers or {}))
+            self._server = self._broker.open(self, dict(headers or {}))
         except BaseException:
             self.end()
             raise
