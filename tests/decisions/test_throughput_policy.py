@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from simulation.decision_world import ThroughputTests
-from training.decisions.policies import POLICIES
+from training.decisions.policies import POLICIES, served_with_throughput
 from training.decisions.rucio_mirror import RucioMirror
 from training.decisions.served_view import CandidateView, ViewHistory
 from training.decisions.throughput import (
+    FITTED_THROUGHPUT_SHAPE,
     ThroughputRows,
     ThroughputShape,
     choose_throughput_shape,
@@ -144,3 +146,22 @@ def test_rows_carry_the_chosen_paths_result_and_its_age_at_the_request() -> None
     assert rows.throughput_bps[0] == 1e6 and np.isnan(rows.throughput_bps[1])
     assert rows.y == pytest.approx([math.log(2e-6)] * 2)
     assert reference_throughput(lines) == 2e6  # the median of 1 and 3 Mb/s (one test failed)
+
+
+def test_served_tput_adds_the_fitted_aged_term_and_a_fresh_low_result_turns_it_away() -> None:
+    shape = FITTED_THROUGHPUT_SHAPE
+    assert (shape.form, shape.decay_s, shape.reference_bps) == ("ratio", 300.0, 742_534.0)
+    assert (shape.cost_weight, shape.throughput_weight) == (1.0514, 0.9084)
+    # path 0: cost 0.3, a 0.5 Mb/s result started at 0 s; path 1: cost 0.4, no result yet
+    view = view_with_throughput([5e5, np.nan], [0.0, np.nan])
+    view = replace(view, cost=np.array([0.3, 0.4]))
+    fresh = served_with_throughput(view, 100.0)
+    term = 0.9084 * (742_534.0 / 5e5 - 1) * math.exp(-100 / 300)
+    assert fresh == pytest.approx([1.0514 * -math.log(0.7) + term, 1.0514 * -math.log(0.6)])
+    assert fresh.round(4).tolist() == [0.6907, 0.5371]
+    history = ViewHistory([view])
+    mirror, rng = RucioMirror(2, 60.0, 0.0, 0.0), np.random.default_rng(0)
+    choose, served = POLICIES["served_tput"], POLICIES["served"]
+    assert choose(100.0, history, mirror, rng).path == 1  # the fresh low result outweighs 0.1
+    assert choose(3000.0, history, mirror, rng).path == 0  # aged 10 tau: the cost decides
+    assert served(100.0, history, mirror, rng).path == 0

@@ -14,6 +14,7 @@ import numpy as np
 
 from training.decisions.rucio_mirror import RucioMirror
 from training.decisions.served_view import CandidateView, ViewHistory
+from training.decisions.throughput import FITTED_THROUGHPUT_SHAPE, served_tput_score
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,13 @@ def throughput_only(view: CandidateView, t: float) -> np.ndarray:
     return -latest_throughput_of(view, t)[0]
 
 
+def served_with_throughput(view: CandidateView, t: float) -> np.ndarray:
+    """`served_tput`: the served cost's hazard and the aged throughput term, with the shape
+    and weights the rule chose on the training runs (docs/decisions.md section 7)."""
+    bps, age_s = latest_throughput_of(view, t)
+    return served_tput_score(FITTED_THROUGHPUT_SHAPE, view.cost, bps, age_s)
+
+
 def _random(
     t: float, history: ViewHistory, mirror: RucioMirror, rng: np.random.Generator
 ) -> Choice:
@@ -120,9 +128,10 @@ POLICIES: dict[str, Policy] = {
     "rucio": _through_rucio,
     "hand_set": _by(hand_set_cost),
     "tput_only": _by_at(throughput_only),
+    "served_tput": _by_at(served_with_throughput),
 }
 #: Policies that read throughput test results (they need --throughput-tests).
-THROUGHPUT_POLICIES = ("tput_only",)
+THROUGHPUT_POLICIES = ("tput_only", "served_tput")
 #: What each policy means, for reports.
 DESCRIPTIONS = {
     "random": "random candidate",
@@ -134,5 +143,6 @@ DESCRIPTIONS = {
     "rucio": "through Rucio: rucio-sync's distances (defaults), ordered as the conveyor does",
     "hand_set": "the hand-set cost served before the fit (utilisation^4, 0.01, 20 ms)",
     "tput_only": "the latest perfSONAR throughput result alone, whatever its age",
+    "served_tput": "served cost and the latest throughput, aged (the rule's fitted shape)",
     "oracle": "oracle: the fastest candidate in hindsight (re-simulated; sampled requests)",
 }

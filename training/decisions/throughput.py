@@ -67,6 +67,19 @@ class ThroughputShape:
         )
 
 
+#: `served_tput`'s shape and weights: the rule's choice on the training runs with tests
+#: (`nettel evaluate --decisions training/data/decisions/tput/train --fit-throughput`). Its
+#: leave-one-scenario-out error (0.6578) is above the served cost's alone (0.6212): condition 1
+#: of the rule fails, so the throughput is not a cost input; the policy is kept to report it.
+FITTED_THROUGHPUT_SHAPE = ThroughputShape(
+    form="ratio",
+    decay_s=300.0,
+    reference_bps=742_534.0,
+    cost_weight=1.0514,
+    throughput_weight=0.9084,
+)
+
+
 def cost_hazard(cost: np.ndarray) -> np.ndarray:
     """h = -log(1 - cost): the log factor the served cost predicts on a transfer's time."""
     return -np.log(np.clip(1.0 - cost, MIN_COMPLEMENT, 1.0))
