@@ -90,14 +90,17 @@ def _esmond_hops(items: list[Any], limits: InputLimits) -> Trace:
     for item in items:
         if not isinstance(item, dict):
             raise RejectedInput(RejectReason.BAD_VALUE, "a hop is not an object")
-        ttl = _whole(item.get("ttl"), "hop ttl", 1, 255, limits)
-        if _whole(item.get("query", 1), "hop query", 1, 255, limits) != 1 or ttl in by_ttl:
+        ttl = item.get("ttl")
+        if type(ttl) is not int or not 1 <= ttl <= 255:  # integers as they come go straight
+            ttl = _whole(ttl, "hop ttl", 1, 255, limits)
+        query = item.get("query", 1)
+        if type(query) is not int or query != 1:
+            query = _whole(query, "hop query", 1, 255, limits)
+        if query != 1 or ttl in by_ttl:
             continue
         if ttl > MAX_HOPS:
             raise RejectedInput(RejectReason.TOO_MANY_HOPS, f"a hop at TTL {ttl}")
-        rtt = item.get("rtt")
-        rtt_ms = math.nan if rtt is None else _milliseconds(rtt, limits)
-        by_ttl[ttl] = _hop(ttl, item, rtt_ms, limits)
+        by_ttl[ttl] = _hop(ttl, item, _milliseconds(item.get("rtt"), limits), limits)
     return _trace([by_ttl[ttl] for ttl in sorted(by_ttl)])
 
 
@@ -139,11 +142,18 @@ def _asn(value: Any, ttl: int, limits: InputLimits) -> int:
         value = value.get("number")
         if value is None:
             return 0
+    if type(value) is int and 0 <= value <= MAX_ASN:
+        return value
     return _whole(value, f"hop {ttl}: as", 0, MAX_ASN, limits)
 
 
 def _milliseconds(value: Any, limits: InputLimits) -> float:
-    """esmond's RTT: milliseconds as a number or numeric string, 0 .. MAX_RTT_MS."""
+    """esmond's RTT: milliseconds as a number or numeric string, 0 .. MAX_RTT_MS (NaN when
+    absent)."""
+    if value is None:
+        return math.nan
+    if type(value) is float or type(value) is int:
+        return _checked_rtt(float(value))
     if isinstance(value, str):
         check_length(value, "hop rtt", limits)
         try:
@@ -172,7 +182,7 @@ def _duration_ms(value: Any, limits: InputLimits) -> float:
 
 
 def _checked_rtt(milliseconds: float) -> float:
-    if not math.isfinite(milliseconds) or not 0.0 <= milliseconds <= MAX_RTT_MS:
+    if not 0.0 <= milliseconds <= MAX_RTT_MS:  # NaN fails it too
         raise RejectedInput(RejectReason.BAD_VALUE, "hop rtt out of range")
     return milliseconds
 

@@ -174,7 +174,7 @@ def check_arrays(arrays: Mapping[str, np.ndarray], limits: ContentLimits) -> Non
             arrays["paths/seen"],
         ]
     )
-    empty = (latest < 0) & (results < 0)
+    empty = (latest < 0) & (results <= 0)
     _first(empty, ContentCheck.WINDOW, "row without a datapoint: newest minute", latest)
     slots = arrays["slot_minute"].astype(np.int64)
     held = slots >= 0
@@ -192,54 +192,6 @@ def check_arrays(arrays: Mapping[str, np.ndarray], limits: ContentLimits) -> Non
     newest_second = limits.now + MAX_FUTURE_SECONDS
     _check_throughput(arrays, newest_second)
     _check_paths(arrays, newest_second)
-
-
-def _check_throughput(arrays: Mapping[str, np.ndarray], newest_second: float) -> None:
-    """Latest rates and retransmits, and the bins, as `ThroughputState` leaves them."""
-    check = ContentCheck.RESULTS
-    bps, time = arrays["throughput/latest_bps"], arrays["throughput/latest_time"]
-    _first((time > newest_second) | (time < -1), check, "throughput time", time)
-    _first(np.isnan(bps) != (time < 0), check, "throughput rate beside its time", bps)
-    _first(~np.isnan(bps) & ~((bps >= 0) & (bps <= MAX_THROUGHPUT_BPS)), check, "bps", bps)
-    count, at = arrays["throughput/retransmits"], arrays["throughput/retransmits_time"]
-    _first((at > newest_second) | (at < -1), check, "retransmits time", at)
-    _first((count < 0) != (at < 0), check, "retransmits beside their time", count)
-    _first(count > MAX_RETRANSMITS, check, "retransmits", count)
-    period = arrays["throughput/bin_period"].astype(np.int64)
-    held = period >= 0
-    own_slot = period % BINS == np.arange(BINS)
-    _first(held & ~own_slot, check, "bin period in another period's slot", period)
-    _first(period < -1, check, "bin period", period)
-    _first(period * BIN_SECONDS > newest_second, check, "bin period after now", period)
-    n, total = arrays["throughput/bin_count"].astype(np.int64), arrays["throughput/bin_sum"]
-    _first(held != (n > 0), check, "bin count beside its period", n)
-    _first(~held & (total != 0), check, "bin sum without a period", total)
-    bad_sum = ~((total >= 0) & (total <= n * MAX_THROUGHPUT_BPS))
-    _first(bad_sum, check, "bin sum beside its count", total)
-
-
-def _check_paths(arrays: Mapping[str, np.ndarray], newest_second: float) -> None:
-    """Paths as `PathState` leaves them: times in order, hops into the table, RTTs in range."""
-    check = ContentCheck.RESULTS
-    seen, since = arrays["paths/seen"], arrays["paths/since"]
-    _first((seen > newest_second) | (seen < -1), check, "trace time", seen)
-    _first((since > seen) | ((since < 0) != (seen < 0)), check, "path since beside seen", since)
-    hops, table = arrays["paths/hops"].astype(np.int64), len(arrays["paths/hop_asn"])
-    _first((hops < -1) | (hops >= table), check, "hop number", hops)
-    count = arrays["paths/hop_count"].astype(np.int64)
-    _first((count > MAX_HOPS) | ((count == 0) != (seen < 0)), check, "hop count", count)
-    beyond = np.arange(MAX_HOPS) >= count[:, None]
-    _first(beyond & (hops >= 0), check, "hop after the highest TTL", hops)
-    rtt = arrays["paths/rtt_ms"].astype(np.float64)
-    bad_rtt = ~np.isnan(rtt) & ~((rtt >= 0) & (rtt <= MAX_RTT_MS) & (hops >= 0))
-    _first(bad_rtt, check, "hop RTT (ms)", rtt)
-    reached = arrays["paths/reached"]
-    _first((reached < -1) | (reached > 1), check, "reached", reached)
-    hour = arrays["paths/change_hour"].astype(np.int64)
-    _first((hour < -1) | (hour * 3600 > newest_second), check, "change hour", hour)
-    changes = arrays["paths/hour_changes"].astype(np.int64)
-    _first((hour < 0)[:, None] & (changes > 0), check, "changes without an hour", changes)
-    _first(changes > 3600, check, "changes in an hour", changes)
 
 
 def _check_series(arrays: Mapping[str, np.ndarray], held: np.ndarray) -> None:
@@ -260,6 +212,57 @@ def _check_series(arrays: Mapping[str, np.ndarray], held: np.ndarray) -> None:
     for name in ("delay_mean", "delay_median", "delay_std", "delay_min", "loss"):
         values = arrays[f"series/{name}"]
         _first(~held & ~np.isnan(values), ContentCheck.WINDOW, f"{name} in an empty slot", values)
+
+
+def _check_throughput(arrays: Mapping[str, np.ndarray], newest_second: float) -> None:
+    """Latest rates and retransmits, and the bins, as `ThroughputState` leaves them (a time or
+    period of 0: none)."""
+    check = ContentCheck.RESULTS
+    bps, time = arrays["throughput/latest_bps"], arrays["throughput/latest_time"]
+    _first((time > newest_second) | (time < 0), check, "throughput time", time)
+    in_range = (bps >= 0) & (bps <= MAX_THROUGHPUT_BPS)  # NaN is not
+    _first(np.where(time > 0, ~in_range, bps != 0), check, "throughput rate (bit/s)", bps)
+    count, at = arrays["throughput/retransmits"], arrays["throughput/retransmits_time"]
+    _first((at > newest_second) | (at < 0), check, "retransmits time", at)
+    bad_count = np.where(at > 0, (count < 0) | (count > MAX_RETRANSMITS), count != 0)
+    _first(bad_count, check, "retransmits", count)
+    period = arrays["throughput/bin_period"].astype(np.int64)
+    held = period > 0
+    own_slot = period % BINS == np.arange(BINS)
+    _first(held & ~own_slot, check, "bin period in another period's slot", period)
+    _first(period < 0, check, "bin period", period)
+    _first(period * BIN_SECONDS > newest_second, check, "bin period after now", period)
+    n, total = arrays["throughput/bin_count"].astype(np.int64), arrays["throughput/bin_sum"]
+    _first(held != (n > 0), check, "bin count beside its period", n)
+    _first(~held & (total != 0), check, "bin sum without a period", total)
+    bad_sum = ~((total >= 0) & (total <= n * MAX_THROUGHPUT_BPS))
+    _first(bad_sum, check, "bin sum beside its count", total)
+
+
+def _check_paths(arrays: Mapping[str, np.ndarray], newest_second: float) -> None:
+    """Paths as `PathState` leaves them (a time or hour of 0: none; hops numbered from 1 into
+    the hop table, 0: no answer; `reached` stored + 1): times in order, RTTs in range."""
+    check = ContentCheck.RESULTS
+    seen, since = arrays["paths/seen"], arrays["paths/since"]
+    _first((seen > newest_second) | (seen < 0), check, "trace time", seen)
+    _first((since > seen) | ((since == 0) != (seen == 0)), check, "path since beside seen", since)
+    hops, table = arrays["paths/hops"].astype(np.int64), len(arrays["paths/hop_asn"])
+    _first((hops < 0) | (hops > table), check, "hop number", hops)
+    count = arrays["paths/hop_count"].astype(np.int64)
+    _first((count > MAX_HOPS) | ((count == 0) != (seen == 0)), check, "hop count", count)
+    beyond = np.arange(MAX_HOPS) >= count[:, None]
+    _first(beyond & (hops > 0), check, "hop after the highest TTL", hops)
+    rtt = arrays["paths/rtt_ms"].astype(np.float64)
+    measured = (rtt >= 0) & (rtt <= MAX_RTT_MS)
+    bad_rtt = np.where(hops > 0, ~measured & ~np.isnan(rtt), (rtt != 0) & ~np.isnan(rtt))
+    _first(bad_rtt, check, "hop RTT (ms)", rtt)
+    reached = arrays["paths/reached"]
+    _first((reached < 0) | (reached > 2), check, "reached", reached)
+    hour = arrays["paths/change_hour"].astype(np.int64)
+    _first((hour < 0) | (hour * 3600 > newest_second), check, "change hour", hour)
+    changes = arrays["paths/hour_changes"].astype(np.int64)
+    _first((hour == 0)[:, None] & (changes > 0), check, "changes without an hour", changes)
+    _first(changes > 3600, check, "changes in an hour", changes)
 
 
 def _check_archive(arrays: Mapping[str, np.ndarray]) -> None:

@@ -321,9 +321,14 @@ class LinkState:
             reason = refusal or RejectReason.LINK_LIMIT
             outcome.details[reason] = _refusal_detail(reason, link, producer)
             return reason
+        self.ensure_row(row)
+        return row
+
+    def ensure_row(self, row: int) -> None:
+        """Room for `row` in every per-link part (buffers, throughput, paths): rows given out
+        by the index must have it, also when a caller fills the index itself."""
         for part in (self.buffers, self.throughput.columns, self.paths.columns):
             part.ensure_row(row)
-        return row
 
     def adopt(self, other: LinkState) -> None:
         """Take `other`'s links in place of this state's (e.g. a peer's for a warm start), so

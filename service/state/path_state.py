@@ -11,6 +11,10 @@ first trace of a link is no change.
 Bounds per link: `MAX_HOPS` hops (4-byte hop numbers, RTTs as float16 milliseconds: three
 significant digits), 24 hourly counts; the hop table is shared (`hop_addresses.MAX_ADDRESSES`).
 
+Every column's empty value is 0, so that the rows of links without traces take no resident
+memory (`RowColumns.grow_to`): a time or hour of 0 is none, a hop is its table number + 1 (0:
+no answer), `reached` is stored + 1 (0: unknown). Reading translates (`summary`, `hops_of`).
+
 Traces are taken as if one by one in time order. One older than its link's latest is too old
 (it cannot be placed in the link's history of changes); one at the latest's time is a repeat
 and changes nothing; so is one older than a day (`DAY_SECONDS`) for a link without a path.
@@ -18,6 +22,7 @@ and changes nothing; so is one older than a day (`DAY_SECONDS`) for a link witho
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -32,14 +37,14 @@ DAY_SECONDS = 86_400
 HOURS = 24
 COLUMNS = {
     "fingerprint": ColumnSpec(np.int64, 0),
-    "seen": ColumnSpec(np.int64, -1),
-    "since": ColumnSpec(np.int64, -1),
-    "reached": ColumnSpec(np.int8, -1),
+    "seen": ColumnSpec(np.int64, 0),
+    "since": ColumnSpec(np.int64, 0),
+    "reached": ColumnSpec(np.int8, 0),
     "hop_count": ColumnSpec(np.uint8, 0),
-    "change_hour": ColumnSpec(np.int32, -1),
+    "change_hour": ColumnSpec(np.int32, 0),
     "hour_changes": ColumnSpec(np.uint16, 0, (HOURS,)),
-    "hops": ColumnSpec(np.int32, -1, (MAX_HOPS,)),
-    "rtt_ms": ColumnSpec(np.float16, np.nan, (MAX_HOPS,)),
+    "hops": ColumnSpec(np.int32, 0, (MAX_HOPS,)),
+    "rtt_ms": ColumnSpec(np.float16, 0.0, (MAX_HOPS,)),
 }
 
 
@@ -131,7 +136,7 @@ class PathState:
         first = np.ones(len(rows), dtype=bool)
         first[1:] = rows[1:] != rows[:-1]
         before = np.where(first, c["fingerprint"][rows], np.roll(prints, 1))
-        had_path = ~first | (c["seen"][rows] >= 0)
+        had_path = ~first | (c["seen"][rows] > 0)
         changed = had_path & (prints != before)
         starts = changed | ~had_path
         begun = newest_of_each(rows, times, starts)
@@ -167,19 +172,19 @@ class PathState:
     ) -> None:
         """Hops, RTTs, highest TTL and `reached` of the traces `latest` at `rows` (one each)."""
         c = self.columns
-        hops = np.full((len(latest), MAX_HOPS), -1, np.int32)
-        rtts = np.full((len(latest), MAX_HOPS), np.nan, np.float32)
+        hops = np.zeros((len(latest), MAX_HOPS), np.int32)
+        rtts = np.zeros((len(latest), MAX_HOPS), np.float32)
         top = np.zeros(len(latest), np.uint8)
-        reached = np.full(len(latest), -1, np.int8)
+        reached = np.zeros(len(latest), np.int8)
         for k, i in enumerate(latest.tolist()):
             trace = traces[i]
             ttls = [hop.ttl - 1 for hop in trace.hops]
-            hops[k, ttls] = numbers[i]
+            hops[k, ttls] = [number + 1 for number in numbers[i]]
             rtts[k, ttls] = [hop.rtt_ms for hop in trace.hops]
             last = trace.hops[-1]
             top[k] = last.ttl
             if destinations[i]:
-                reached[k] = last.address == destinations[i]
+                reached[k] = 2 if last.address == destinations[i] else 1
         c["hops"][rows] = hops
         c["rtt_ms"][rows] = rtts.astype(np.float16)
         c["hop_count"][rows] = top
@@ -192,22 +197,23 @@ class PathState:
 
     def _compact(self, in_use: int) -> None:
         hops = self.columns["hops"][:in_use]
-        renumber = self.addresses.keep(np.unique(hops[hops >= 0]))
-        hops[:] = renumber[hops]
+        renumber = self.addresses.keep(np.unique(hops[hops > 0]) - 1)
+        hops[:] = renumber[hops - 1] + 1  # no answer (0) maps through renumber[-1] = -1 to 0
 
     def newest_time(self, n: int) -> np.ndarray:
-        """Per row below `n`: the start of its latest trace (-1: none)."""
+        """Per row below `n`: the start of its latest trace (0: none)."""
         return self.columns["seen"][:n]
 
     # --- reading ---------------------------------------------------------------------------
 
     def summary(self, rows: np.ndarray, now: float) -> PathSummary:
         c = self.columns
+        seen = c["seen"][rows]
         return PathSummary(
             c["fingerprint"][rows].copy(),
-            c["seen"][rows].copy(),
-            c["since"][rows].copy(),
-            c["reached"][rows].copy(),
+            np.where(seen > 0, seen, -1),
+            np.where(seen > 0, c["since"][rows], -1),
+            c["reached"][rows].astype(np.int8) - 1,
             self.changes_last_day(rows, now),
             c["hop_count"][rows].copy(),
         )
@@ -218,7 +224,7 @@ class PathState:
         newest = c["change_hour"][rows].astype(np.int64)
         held = _slot_hours(newest)
         hour = int(now) // 3600
-        in_day = (held > hour - HOURS) & (held <= hour) & (newest >= 0)[:, None]
+        in_day = (held > hour - HOURS) & (held <= hour) & (newest > 0)[:, None]
         counts: np.ndarray = (c["hour_changes"][rows].astype(np.int64) * in_day).sum(axis=1)
         return counts
 
@@ -226,17 +232,19 @@ class PathState:
         """The current path of the link at `row`, TTL 1 up to its latest trace's highest."""
         c = self.columns
         count = int(c["hop_count"][row])
-        numbers = c["hops"][row, :count].tolist()
+        numbers = (c["hops"][row, :count] - 1).tolist()
         # The shortest decimal each float16 stands for: 21.4, not 21.40625.
         rtts = [float(np.format_float_positional(rtt)) for rtt in c["rtt_ms"][row, :count]]
         asns, addresses = self.addresses.asn_array(), self.addresses.addresses
         return [
-            PathHop(ttl, addresses[n], rtt, int(asns[n])) if n >= 0 else PathHop(ttl, "", rtt, 0)
+            PathHop(ttl, addresses[n], rtt, int(asns[n]))
+            if n >= 0
+            else PathHop(ttl, "", math.nan, 0)
             for ttl, (n, rtt) in enumerate(zip(numbers, rtts, strict=True), start=1)
         ]
 
 
 def _slot_hours(newest: np.ndarray) -> np.ndarray:
-    """The epoch hour each ring slot holds, given the newest hour written (-1: none)."""
+    """The epoch hour each ring slot holds, given the newest hour written (0: none)."""
     slots = np.arange(HOURS)
     return newest[:, None] - ((newest[:, None] - slots) % HOURS)

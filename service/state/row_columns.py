@@ -48,14 +48,25 @@ class RowColumns(Mapping[str, np.ndarray]):
         return len(self._arrays)
 
     def ensure_row(self, row: int) -> None:
+        """Room for `row`, the next row given out (the rows after it are empty)."""
         if row >= self.capacity:
-            self.grow_to(max(row + 1, 2 * self.capacity))
+            self.grow_to(max(row + 1, 2 * self.capacity), used=row)
 
-    def grow_to(self, capacity: int) -> None:
-        extra = capacity - self.capacity
+    def grow_to(self, capacity: int, used: int | None = None) -> None:
+        """Room for `capacity` rows, the first `used` (all, when None) kept. A column whose
+        empty value is 0 grows into zeroed memory the allocator hands out untouched (calloc),
+        and its rows are copied only when one holds something: the rows of links without
+        results take no resident memory."""
         for name, spec in self.specs.items():
-            padding = np.full((extra, *spec.width), spec.fill, spec.dtype)
-            self._arrays[name] = np.concatenate([self._arrays[name], padding])
+            old = self._arrays[name][:used]
+            if spec.fill == 0:
+                grown = np.zeros((capacity, *spec.width), spec.dtype)
+                if old.any():
+                    grown[: len(old)] = old
+            else:
+                grown = np.full((capacity, *spec.width), spec.fill, spec.dtype)
+                grown[: len(old)] = old
+            self._arrays[name] = grown
         self.capacity = capacity
 
     def keep_rows(self, keep: np.ndarray, n: int) -> None:

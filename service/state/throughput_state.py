@@ -13,6 +13,9 @@ A result newer than its link's latest is added to its bin (a result repeated in 
 one at the latest's time replaces the latest value only (a re-post); an older one is refused as
 too old: re-polled results cannot be told from new ones by time alone, so only results newer
 than the link's latest are counted into the history.
+
+Every column's empty value is 0 (a time or period of 0: none), so that the rows of links without
+results take no resident memory (`RowColumns.grow_to`); reading translates (`latest`).
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ from service.state.row_columns import ColumnSpec, RowColumns, first_of_each, new
 
 BIN_SECONDS = 4 * 86_400
 BINS = 6
-#: Ring slots hold a period number (epoch s // BIN_SECONDS); -1 is an empty slot.
+#: Ring slots hold a period number (epoch s // BIN_SECONDS); 0 is an empty slot, as a time of
+#: 0 is no result.
 COLUMNS = {
-    "latest_bps": ColumnSpec(np.float64, np.nan),
-    "latest_time": ColumnSpec(np.int64, -1),
-    "retransmits": ColumnSpec(np.int64, -1),
-    "retransmits_time": ColumnSpec(np.int64, -1),
-    "bin_period": ColumnSpec(np.int32, -1, (BINS,)),
+    "latest_bps": ColumnSpec(np.float64, 0.0),
+    "latest_time": ColumnSpec(np.int64, 0),
+    "retransmits": ColumnSpec(np.int64, 0),
+    "retransmits_time": ColumnSpec(np.int64, 0),
+    "bin_period": ColumnSpec(np.int32, 0, (BINS,)),
     "bin_count": ColumnSpec(np.int32, 0, (BINS,)),
     "bin_sum": ColumnSpec(np.float64, 0.0, (BINS,)),
 }
@@ -107,7 +111,7 @@ class ThroughputState:
         np.add.at(c["bin_sum"], (rows, slots), bps)
 
     def newest_time(self, n: int) -> np.ndarray:
-        """Per row below `n`: the start of its newest result or retransmit count (-1: none)."""
+        """Per row below `n`: the start of its newest result or retransmit count (0: none)."""
         c = self.columns
         newest: np.ndarray = np.maximum(c["latest_time"][:n], c["retransmits_time"][:n])
         return newest
@@ -117,10 +121,11 @@ class ThroughputState:
     def latest(self, rows: np.ndarray) -> LatestThroughput:
         c = self.columns
         time = c["latest_time"][rows]
-        same_test = (c["retransmits_time"][rows] == time) & (time >= 0)
+        some = time > 0
+        same_test = (c["retransmits_time"][rows] == time) & some
         return LatestThroughput(
-            c["latest_bps"][rows].copy(),
-            time.copy(),
+            np.where(some, c["latest_bps"][rows], np.nan),
+            np.where(some, time, -1),
             np.where(same_test, c["retransmits"][rows], -1),
         )
 

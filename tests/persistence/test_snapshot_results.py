@@ -140,7 +140,7 @@ def set_value(name: str, value: float, where: tuple[int, ...] = (0,)):  # type: 
         set_value("paths/seen", time.time() + 3600),
         set_value("paths/since", time.time() + 3600),
         set_value("paths/hops", 99, (0, 0)),
-        set_value("paths/hops", 0, (0, 20)),
+        set_value("paths/hops", 1, (0, 20)),
         set_value("paths/rtt_ms", -1.0, (0, 0)),
         set_value("paths/rtt_ms", 1.0, (0, 20)),
         set_value("paths/reached", 3),

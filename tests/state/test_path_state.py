@@ -171,7 +171,7 @@ def test_retirement_drops_the_hops_no_path_holds_and_renumbers_the_rest() -> Non
         "10.0.0.2",
         "10.0.0.3",
     ]
-    assert state.paths.columns["hops"][0, :3].tolist() == [0, 1, -1]
+    assert state.paths.columns["hops"][0, :3].tolist() == [1, 2, 0]  # numbers + 1, 0: none
 
 
 def test_the_as_of_an_address_is_the_one_last_reported() -> None:
