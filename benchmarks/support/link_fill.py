@@ -29,7 +29,7 @@ def build_full_state(n_links: int, now: float, seed: int = SEED) -> LinkState:
     state = LinkState()
     fill_index(state.index, n_links)
     for row in range(n_links):  # one row at a time, as ingest adds links
-        state.buffers.ensure_row(row)
+        state.ensure_row(row)
     fill_buffers(state.buffers, n_links, int(now // 60) - 1, np.random.default_rng(seed))
     return state
 
