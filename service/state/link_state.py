@@ -20,7 +20,7 @@ import numpy as np
 from service.errors import RejectReason
 from service.parse.addresses import canonical_ip
 from service.parse.histogram import HistogramStats
-from service.parse.records import LinkEndpoints, NamedEndpoints, ParsedMessage
+from service.parse.records import LinkEndpoints, NamedEndpoints, ParsedMessage, Trace
 from service.state.link_buffers import ARCHIVE, SERIES, WINDOW_MINUTES, Datapoints, LinkBuffers
 from service.state.link_index import LinkIndex
 from service.state.path_state import PathHop, PathState, PathSummary
@@ -222,9 +222,7 @@ class LinkState:
         history: bool,
     ) -> None:
         """Throughput results, retransmit counts and traces, each within its own window: the
-        throughput history's bins (`ThroughputState.window_start`), a day for traces. A trace's
-        hops are numbered in the hop table before its link gets a row, so that a trace the
-        table has no room for adds no link."""
+        throughput history's bins (`ThroughputState.window_start`), a day for traces."""
         table = _result_table(messages)
         if not len(table):
             return
@@ -244,37 +242,56 @@ class LinkState:
             messages[m].traces[p][1]
             for m, p in zip(message_of[traced].tolist(), positions[traced].tolist(), strict=True)
         ]
-        numbers = self.paths.number_hops(traces, len(self.index))
-        fits = np.array([hops is not None for hops in numbers], dtype=bool)
-        for point in traced[~fits].tolist():
-            outcome = outcomes[message_of[point]]
-            outcome.rejected.append(RejectReason.HOP_TABLE_FULL)
-            outcome.details[RejectReason.HOP_TABLE_FULL] = "the hop address table is full"
-        codes[traced[~fits]] = _TOO_OLD  # refused (counted above): only not kept
-        row_of, kept = self._admitted(messages, outcomes, rows, message_of, codes == 0, history)
+        numbers = self._number_hops(traces, traced, message_of, outcomes)
+        candidates = codes == 0
+        candidates[traced[[hops is None for hops in numbers]]] = False
+        row_of, kept = self._admitted(messages, outcomes, rows, message_of, candidates, history)
+        rows_of_points = row_of[message_of]
         stored = np.zeros(len(table), dtype=bool)
         for kind, add in (
             (_RATE, self.throughput.add_rates),
             (_COUNT, self.throughput.add_retransmits),
         ):
             chosen = np.flatnonzero(kept & (kinds == kind))
-            stored[chosen] = add(row_of[message_of[chosen]], times[chosen], table[chosen, 4])
-        taken = kept[traced] & fits
+            stored[chosen] = add(rows_of_points[chosen], times[chosen], table[chosen, 4])
+        taken = kept[traced]
         if taken.any():
-            chosen, trace_rows = traced[taken], row_of[message_of[traced[taken]]]
-            destinations = [_address(self.index.destinations[row]) for row in trace_rows.tolist()]
-            stored[chosen] = self.paths.add_traces(
-                trace_rows,
+            chosen = traced[taken]
+            stored[chosen] = self._store_traces(
+                rows_of_points[chosen],
                 times[chosen],
                 [trace for trace, take in zip(traces, taken, strict=True) if take],
                 [hops for hops, take in zip(numbers, taken, strict=True) if take and hops],
-                destinations,
             )
         applied = np.bincount(message_of[stored], minlength=len(outcomes)).tolist()
         for number, outcome in enumerate(outcomes):
             outcome.applied += applied[number]
         for point in np.flatnonzero(kept & ~stored).tolist():
             outcomes[message_of[point]].rejected.append(RejectReason.TOO_OLD)
+
+    def _number_hops(
+        self,
+        traces: list[Trace],
+        points: np.ndarray,
+        message_of: np.ndarray,
+        outcomes: list[ApplyOutcome],
+    ) -> list[list[int] | None]:
+        """The hop-table numbers of each trace's hops, before its link gets a row (a trace the
+        table has no room for adds no link): None for such a trace, refused in its outcome."""
+        numbers = self.paths.number_hops(traces, len(self.index))
+        for point, hops in zip(points.tolist(), numbers, strict=True):
+            if hops is None:
+                outcome = outcomes[message_of[point]]
+                outcome.rejected.append(RejectReason.HOP_TABLE_FULL)
+                outcome.details[RejectReason.HOP_TABLE_FULL] = "the hop address table is full"
+        return numbers
+
+    def _store_traces(
+        self, rows: np.ndarray, times: np.ndarray, traces: list[Trace], numbers: list[list[int]]
+    ) -> np.ndarray:
+        """`PathState.add_traces` with the address each row's link ends at ("" for a name)."""
+        destinations = [_address(self.index.destinations[row]) for row in rows.tolist()]
+        return self.paths.add_traces(rows, times, traces, numbers, destinations)
 
     def _admitted(
         self,
