@@ -2,8 +2,9 @@
 and as RabbitMQ, and the real ActiveMQ and RabbitMQ (private processes of the test setup).
 
 `access()` gives a `BrokerAccess` to it; `client()` a connected `BrokerClient`; the faults
-(`stop`, `start`, `freeze`, `thaw`) are the broker process killed, restarted, stopped (SIGSTOP)
-and continued for a real broker, the same calls on the in-memory one.
+(`stop`, `start`, `freeze`, `thaw`) are the broker process shut down, started again, stopped
+(SIGSTOP) and continued for a real broker, the same calls on the in-memory one. (A broker killed
+and what it keeps then is tests/devtools' and test_reliability.py's.)
 """
 
 from __future__ import annotations
@@ -54,10 +55,6 @@ class BrokerUnderTest:
     def start(self) -> None:
         raise NotImplementedError
 
-    def restart(self) -> None:
-        """A clean restart (what a broker keeps of its definitions is on disk after it)."""
-        raise NotImplementedError
-
     def freeze(self) -> None:
         raise NotImplementedError
 
@@ -83,10 +80,6 @@ class InMemory(BrokerUnderTest):
     def start(self) -> None:
         self.broker.start()
 
-    def restart(self) -> None:
-        self.broker.stop()
-        self.broker.start()
-
     def freeze(self) -> None:
         self.broker.freeze()
 
@@ -109,13 +102,10 @@ class Real(BrokerUnderTest):
         self.process.declare_queue(name, arguments)
 
     def stop(self) -> None:
-        self.process.kill()
+        self.process.stop()
 
     def start(self) -> None:
         self.process.start()
-
-    def restart(self) -> None:
-        self.process.restart()
 
     def freeze(self) -> None:
         os.killpg(self._pid(), signal.SIGSTOP)  # the TCP connections stay open, silent
