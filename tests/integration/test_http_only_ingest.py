@@ -42,7 +42,9 @@ def test_a_service_without_brokers_is_ready_on_http_runs_alone(nettel_service):
         answer = httpx.get(f"{service.url}/readyz", timeout=5.0)
         return answer.json() if answer.status_code == 200 else None
 
-    assert wait_for(ready, what="/readyz 200 without a broker") == {"ready": True, "problems": []}
+    readiness = wait_for(ready, what="/readyz 200 without a broker")
+    assert (readiness["ready"], readiness["problems"]) == (True, [])
+    assert [source["kind"] for source in readiness["sources"]] == ["pscheduler-http"]
     (link,) = wait_for(
         lambda: (get_json(f"{service.url}/costmatrix", source=SOURCE_HOST) or {}).get("links"),
         what="the run's link in /costmatrix",
