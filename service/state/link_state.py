@@ -421,13 +421,12 @@ class LinkState:
         path summary at `now` (see `ThroughputState` and `PathState`)."""
         with self._lock:
             picked = np.arange(len(self.index)) if rows is None else np.asarray(rows, np.intp)
-            return LinkResults(
-                taken_at=now,
-                rows=picked,
-                throughput=self.throughput.latest(picked),
-                bandwidth=self.throughput.bandwidth_change(picked, now),
-                paths=self.paths.summary(picked, now),
-            )
+            starts = range(0, len(picked), RESULT_BLOCK) or range(1)
+            blocks = [picked[start : start + RESULT_BLOCK] for start in starts]
+            latest = [self.throughput.latest(block) for block in blocks]
+            bandwidth = [self.throughput.bandwidth_change(block, now) for block in blocks]
+            paths = [self.paths.summary(block, now) for block in blocks]
+        return LinkResults(now, picked, _joined(latest), _joined(bandwidth), _joined(paths))
 
     def path_of(self, source: str, destination: str) -> list[PathHop] | None:
         """The current path of one link (endpoints by IP or host name): its hops from TTL 1;
@@ -462,6 +461,17 @@ class LinkState:
             names_version=i.names_version,
             stored_total=self.stored_total,
         )
+
+
+#: Links `LinkState.results` reads at a time: the scores' temporaries (24 hourly counts of 8
+#: bytes per link, a few arrays of them) stay within a few MB whatever the number of links.
+RESULT_BLOCK = 16_384
+_Columns = TypeVar("_Columns", LatestThroughput, BandwidthChange, PathSummary)
+
+
+def _joined(blocks: list[_Columns]) -> _Columns:
+    """Arrays of several blocks of rows, joined in order."""
+    return type(blocks[0])._make(np.concatenate(columns) for columns in zip(*blocks, strict=True))
 
 
 _WINDOW_REASONS = (None, RejectReason.FUTURE, RejectReason.TOO_OLD)

@@ -10,6 +10,7 @@ import pytest
 
 from service.errors import RejectReason
 from service.parse.records import LinkEndpoints, MeasurementKind, ParsedMessage
+from service.state import link_state
 from service.state.link_state import LinkState
 from service.state.throughput_state import BIN_SECONDS, BINS, ThroughputState
 from tests.message_factory import link, loss_message
@@ -176,3 +177,19 @@ def test_bytes_per_link_are_the_columns_widths() -> None:
     # latest rate, time, retransmits and its time (8 B each); per bin a period (4), count (4)
     # and sum (8)
     assert ThroughputState(4).columns.nbytes_per_row() == 4 * 8 + BINS * 16 == 128
+
+
+def test_results_read_in_blocks_join_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = LinkState()
+    for n in range(1, 6):
+        state.apply(
+            rates({BIN - BIN_SECONDS: GBIT, NOW - 60 * n: n * GBIT}, link(source=f"192.0.2.{n}")),
+            NOW,
+        )
+    whole = state.results(NOW)
+    monkeypatch.setattr(link_state, "RESULT_BLOCK", 2)
+    blocks = state.results(NOW)
+    for name in ("throughput", "bandwidth", "paths"):
+        for left, right in zip(getattr(whole, name), getattr(blocks, name), strict=True):
+            np.testing.assert_array_equal(left, right)
+    assert blocks.throughput.bps.tolist() == [n * GBIT for n in range(1, 6)]
