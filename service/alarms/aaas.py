@@ -18,6 +18,8 @@ day needs no more memory than a few numbers per link and host):
 An alarm of a day opens when the day is judged (started at the day's start) and closes when a
 later day is judged without it. "link silent" and "sustained congestion" are nettel's own kinds
 and are not raised in this profile. No group hysteresis either: AAAS judges every day afresh.
+Nor are the throughput and traceroute alarms (bandwidth, path changed, destination cannot be
+reached): this profile compares the delay and loss alarms with AAAS's.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from service.alarms.grouping import (
     LatchedLinks,
 )
 from service.alarms.records import Alarm, AlarmKind
-from service.state.link_state import StateView
+from service.state.link_state import LinkResults, StateView
 
 DAY_MINUTES = 1440
 _ROWS = {
@@ -81,6 +83,9 @@ class AaasEngine(AlarmEngine):
 
     def _fold(self, view: StateView, minute: int) -> None:
         """Nothing per minute: a day enters the baseline once judged."""
+
+    def _evaluate_results(self, view: StateView, results: LinkResults | None, minute: int) -> None:
+        """Nothing: the throughput and path alarms are the short profile's."""
 
     def _refresh_limits(self, minute: int) -> None:
         """Nothing per minute: a day's thresholds are read when it is judged."""

@@ -4,8 +4,12 @@ A minute is evaluated once it has settled (`settle_seconds` after it ended, so t
 link's datapoints of it are in), in order, each exactly once (after a pause or a restart, the
 minutes missed that the window still holds are caught up). Per minute, over all links at once:
 the rules (`conditions`) give each link and host a verdict, the latches count them with
-hysteresis, the minute's delay medians go into the baseline; then the latched links are grouped
-into alarms (`grouping`) and the book told what opened and closed.
+hysteresis, the minute's delay medians go into the baseline. Then, once per evaluation, the rules
+on the links' throughput tests and traceroutes (`result_conditions`) judge the results the cycle
+took with its view (each rule holds its own hysteresis: AAAS's 4-day bins, a path that
+persists), their latches open at the first minute the rule holds and close at the first it does
+not. Finally the latched links are grouped into alarms (`grouping`) and the book told what opened
+and closed.
 
 Its arrays have one row per link, the view's rows: rows appended to the state are appended
 here; when the state's rows moved (retirement, a warm start, a renamed link: a new
@@ -16,14 +20,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from service.alarms import conditions as rules
+from service.alarms import result_conditions as result_rules
 from service.alarms.baseline import DelayBaseline
 from service.alarms.book import AlarmBook
 from service.alarms.grouping import (
+    MINUTE_CONDITIONS,
     AlarmSpec,
     Grouping,
     LatchedHosts,
@@ -34,7 +40,7 @@ from service.alarms.identities import LinkEnds
 from service.alarms.latches import Latches
 from service.alarms.records import Alarm, AlarmEvent, AlarmKind, alarm_id
 from service.state.link_buffers import WINDOW_MINUTES
-from service.state.link_state import StateView
+from service.state.link_state import LinkResults, StateView
 
 #: Minutes enter the delay baseline this long after they are evaluated, while the window still
 #: holds them: the baseline never holds the minutes being judged against it, so a step in the
@@ -46,6 +52,10 @@ BASELINE_LAG_MINUTES = WINDOW_MINUTES - 2
 #: a baseline of days moves little in ten minutes).
 REFRESH_ROWS = 4096
 REFRESH_SHARE = 10
+#: The conditions judged on the links' throughput tests and traceroutes.
+RESULT_CONDITIONS = tuple(c for c in LinkCondition if c not in MINUTE_CONDITIONS)
+#: The row array holding each link's established path (its fingerprint; 0: none yet).
+ESTABLISHED_PATH = "path/established"
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,11 @@ class AlarmRules:
     congestion_probability: float = 0.9
     congestion_minutes: int = 10
     settle_seconds: float = 30.0
+    #: A new path, or one that stops before its destination, counts once its traces have shown
+    #: it this long (perfSONAR traces every 10 minutes: three traces in a row).
+    path_persist_minutes: int = 20
+    #: A changed path becomes the link's established one after this long (its alarm closes).
+    path_adopt_hours: int = 24
 
     def open_after(self, condition: LinkCondition | None) -> int:
         """Minutes a condition must hold (None: a host's clock)."""
@@ -113,7 +128,7 @@ class AlarmEngine:
         self.names_version = -1
         self._clock_hosts: list[str] = []
         #: A profile's own arrays, per row and per host (of `_clock_hosts`), zero when new.
-        self.row_arrays: dict[str, np.ndarray] = {}
+        self.row_arrays: dict[str, np.ndarray] = {ESTABLISHED_PATH: np.zeros(0, np.int64)}
         self.host_arrays: dict[str, np.ndarray] = {}
         #: What a new row of a `row_arrays` array holds, where not 0.
         self.row_fill: dict[str, int] = {}
@@ -178,9 +193,12 @@ class AlarmEngine:
             self.ends = LinkEnds()
             self._refresh_all = True
 
-    def evaluate(self, view: StateView, probability: np.ndarray) -> list[AlarmEvent]:
-        """Evaluate the settled minutes not evaluated yet; the events to record (the caller
-        records them, outside the engine's lock)."""
+    def evaluate(
+        self, view: StateView, probability: np.ndarray, results: LinkResults | None = None
+    ) -> list[AlarmEvent]:
+        """Evaluate the settled minutes not evaluated yet, and the view's links' throughput and
+        path `results` (taken with the view; None: those alarms stay as they are); the events
+        to record (the caller records them, outside the engine's lock)."""
         with self._lock:
             now_minute = int(view.taken_at // 60)
             due = int((view.taken_at - self.rules.settle_seconds) // 60) - 1
@@ -199,6 +217,7 @@ class AlarmEngine:
                     self._fold(view, old)
                 folded = max(folded, minute - BASELINE_LAG_MINUTES)
                 self._refresh_limits(minute)
+            self._evaluate_results(view, results, due)
             self.last_minute = due
             open_alarms = {(a.kind, a.subject): a for a in self.book.open_alarms()}
             specs = self._specs(view, open_alarms)
@@ -211,7 +230,8 @@ class AlarmEngine:
         latched = self._latched
         if latched is None:
             return None
-        return Grouping(view, self.ends).specs(latched.links, latched.clocks, open_alarms)
+        grouping = Grouping(view, self.ends)
+        return grouping.specs(latched.links, latched.clocks, open_alarms, latched.traced)
 
     # -- one minute ----------------------------------------------------------------------------
 
@@ -240,9 +260,73 @@ class AlarmEngine:
             minute, clock.verdict.condition, clock.verdict.clean, self.rules.open_after(None), close
         )
         self._latched = _Latched(
-            {c: self._latched_links(c, values, probability) for c in LinkCondition},
+            {c: self._latched_links(c, values, probability) for c in MINUTE_CONDITIONS},
             self._latched_clocks(clock),
         )
+
+    # -- throughput tests and traceroutes ------------------------------------------------------
+
+    def _evaluate_results(self, view: StateView, results: LinkResults | None, minute: int) -> None:
+        """Step the result rules' latches at `minute` and add their latched links."""
+        if self._latched is None:
+            return
+        if results is None:
+            kept = {c: self._latched_results(c, None) for c in RESULT_CONDITIONS}
+            self._latched = replace(self._latched, links=self._latched.links | kept)
+            return
+        if len(results.rows) != len(view):
+            raise ValueError(f"results of {len(results.rows)} links for a view of {len(view)}")
+        now, persist = view.taken_at, 60 * self.rules.path_persist_minutes
+        paths, established = results.paths, self.row_arrays[ESTABLISHED_PATH]
+        settled = result_rules.settled_paths(paths, established, now, persist)
+        established[settled] = paths.fingerprint[settled]
+        decreased, increased = result_rules.bandwidth_verdicts(results.bandwidth)
+        verdicts = {
+            LinkCondition.BANDWIDTH_DECREASED: decreased,
+            LinkCondition.BANDWIDTH_INCREASED: increased,
+            LinkCondition.PATH_CHANGED: result_rules.path_verdict(paths, established, now, persist),
+            LinkCondition.UNREACHED: result_rules.unreached_verdict(paths, now, persist),
+        }
+        for condition, verdict in verdicts.items():
+            self.latches[condition].step(minute, verdict.condition, verdict.clean, 1, 1)
+        changed = self.latches[LinkCondition.PATH_CHANGED]
+        adopted = changed.latched & (minute - changed.onset >= 60 * self.rules.path_adopt_hours)
+        established[adopted] = paths.fingerprint[adopted]  # closes at the next evaluation
+        links = {c: self._latched_results(c, results) for c in RESULT_CONDITIONS}
+        traced = (paths.seen >= 0) & (paths.seen >= now - result_rules.PATH_STALE_S)
+        self._latched = _Latched(self._latched.links | links, self._latched.clocks, traced)
+
+    def _latched_results(
+        self, condition: LinkCondition, results: LinkResults | None
+    ) -> LatchedLinks:
+        """A result rule's latched links with what their results show (nothing without)."""
+        latches = self.latches[condition]
+        rows = np.flatnonzero(latches.latched)
+        onsets = latches.onset[rows]
+        if results is None:
+            return LatchedLinks(rows, onsets, [{} for _ in range(len(rows))])
+        evidence: list[dict[str, float | int | str]] = []
+        if condition in (LinkCondition.BANDWIDTH_DECREASED, LinkCondition.BANDWIDTH_INCREASED):
+            scores = results.bandwidth
+            for row in rows.tolist():
+                item = _numbers(change=scores.change[row], z=scores.z[row])
+                item = {k: round(float(v), 4 if k == "change" else 2) for k, v in item.items()}
+                if not np.isnan(scores.newest_mean[row]):
+                    item["newest_bin_mean_bps"] = round(float(scores.newest_mean[row]))
+                item |= {"bins": int(scores.bins[row])}
+                item |= {"threshold_change": result_rules.BANDWIDTH_CHANGE}
+                evidence.append(item | {"threshold_z": result_rules.BANDWIDTH_Z})
+            return LatchedLinks(rows, onsets, evidence)
+        paths = results.paths
+        for row in rows.tolist():
+            item = {"path_minutes": int(paths.seen[row] - paths.since[row]) // 60}
+            if condition is LinkCondition.PATH_CHANGED:
+                item = {"hops": int(paths.hop_count[row])} | item
+                item["changes_last_day"] = int(paths.changes_last_day[row])
+            evidence.append(item)
+        # the alarm starts with the path's first trace, before it had persisted
+        since = np.where(paths.since[rows] > 0, paths.since[rows] // 60, onsets)
+        return LatchedLinks(rows, np.minimum(since, onsets), evidence)
 
     def _fold(self, view: StateView, minute: int) -> None:
         """Add `minute`'s delay medians and spreads to the baselines."""
@@ -358,6 +442,8 @@ class AlarmEngine:
 class _Latched:
     links: dict[LinkCondition, LatchedLinks]
     clocks: LatchedHosts
+    #: Links with a recent trace (None: no results seen yet).
+    traced: np.ndarray | None = None
 
 
 def reconcile(

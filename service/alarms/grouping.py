@@ -12,6 +12,12 @@ Runs once per evaluated minute over the few links in alarm (Python loops over th
    for the site replaces them (a site cut off: one alarm, not 2 x (N - 1)).
 4. Every latched link left gives its own alarm; every latched host its clock alarm (for the
    site when all its hosts are).
+
+Links whose traces do not reach their destination give no alarm of their own: per destination
+host, when every source host that traces it (at least 2) does not reach it, "destination cannot
+be reached from any" (for its site when all the site's hosts are); when at least
+`UNREACHED_SOURCES` do, "destination cannot be reached from multiple" (AAAS's names; AAAS asks
+for more than 20 sources over a day, nettel judges the current traces).
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ GROUP_SITES = 5
 #: A destination host with complete loss from more than this many source hosts has a
 #: firewall issue (AAAS).
 FIREWALL_SOURCES = 10
+#: Source hosts whose traces stop before a destination host for "destination cannot be reached
+#: from multiple" (when not all of its sources).
+UNREACHED_SOURCES = 5
 LINK_SEPARATOR = " -> "
 
 
@@ -42,6 +51,21 @@ class LinkCondition(StrEnum):
     HIGH_LOSS = "high_loss"
     HIGH_DELAY = "high_delay"
     CONGESTION = "congestion"
+    BANDWIDTH_DECREASED = "bandwidth_decreased"
+    BANDWIDTH_INCREASED = "bandwidth_increased"
+    PATH_CHANGED = "path_changed"
+    UNREACHED = "unreached"
+
+
+#: The conditions judged on each minute's delay and loss (the others on the links' throughput
+#: tests and traceroutes, `result_conditions`).
+MINUTE_CONDITIONS = (
+    LinkCondition.SILENT,
+    LinkCondition.COMPLETE_LOSS,
+    LinkCondition.HIGH_LOSS,
+    LinkCondition.HIGH_DELAY,
+    LinkCondition.CONGESTION,
+)
 
 
 #: Per link condition: the kind of a link's alarm and of a host's or site's.
@@ -56,6 +80,19 @@ KINDS: dict[LinkCondition, tuple[AlarmKind, AlarmKind]] = {
     LinkCondition.CONGESTION: (
         AlarmKind.SUSTAINED_CONGESTION,
         AlarmKind.SUSTAINED_CONGESTION,
+    ),
+    LinkCondition.BANDWIDTH_DECREASED: (
+        AlarmKind.BANDWIDTH_DECREASED,
+        AlarmKind.BANDWIDTH_DECREASED_MULTIPLE,
+    ),
+    LinkCondition.BANDWIDTH_INCREASED: (
+        AlarmKind.BANDWIDTH_INCREASED,
+        AlarmKind.BANDWIDTH_INCREASED_MULTIPLE,
+    ),
+    LinkCondition.PATH_CHANGED: (AlarmKind.PATH_CHANGED, AlarmKind.PATH_CHANGED),
+    LinkCondition.UNREACHED: (
+        AlarmKind.DESTINATION_UNREACHABLE_MULTIPLE,
+        AlarmKind.DESTINATION_UNREACHABLE_ANY,
     ),
 }
 
@@ -108,8 +145,10 @@ class Grouping:
         links: Mapping[LinkCondition, LatchedLinks],
         clocks: LatchedHosts,
         open_subjects: Iterable[tuple[AlarmKind, str]],
+        traced: np.ndarray | None = None,
     ) -> dict[tuple[AlarmKind, str], AlarmSpec]:
-        """Every alarm that should be open, by (kind, subject)."""
+        """Every alarm that should be open, by (kind, subject); `traced`: the links with a
+        recent trace (whose sources count for the destination alarms)."""
         open_groups: dict[AlarmKind, set[str]] = {}
         for kind, subject in open_subjects:
             if LINK_SEPARATOR not in subject:
@@ -119,6 +158,10 @@ class Grouping:
             link_kind, group_kind = KINDS[condition]
             rows = dict(zip(latched.rows.tolist(), range(len(latched.rows)), strict=True))
             unclaimed = set(rows)
+            if condition is LinkCondition.UNREACHED:
+                traced_rows = np.zeros(len(self.view), bool) if traced is None else traced
+                specs += self._unreached(latched, rows, traced_rows, open_groups)
+                continue
             if condition is LinkCondition.COMPLETE_LOSS:
                 for site in sorted(open_groups.get(AlarmKind.FIREWALL_ISSUE, ())):
                     members = self._touching(unclaimed, site, inbound_only=True)
@@ -163,6 +206,64 @@ class Grouping:
             unclaimed -= set(members)
             spec = self.group_spec(AlarmKind.FIREWALL_ISSUE, site, members, latched, position)
             specs.append(self.with_sources(spec))
+        return specs
+
+    def _unreached(
+        self,
+        latched: LatchedLinks,
+        position: dict[int, int],
+        traced: np.ndarray,
+        open_groups: dict[AlarmKind, set[str]],
+    ) -> list[AlarmSpec]:
+        """The destination alarms: an open one keeps its destination's latched links; then
+        per destination host "from any" (for the site when all its hosts are) or "from
+        multiple"."""
+        any_kind = AlarmKind.DESTINATION_UNREACHABLE_ANY
+        multiple_kind = AlarmKind.DESTINATION_UNREACHABLE_MULTIPLE
+        tracing: dict[int, set[int]] = {}
+        for row in np.flatnonzero(traced).tolist():
+            tracing.setdefault(int(self.ends.destination_host[row]), set()).add(
+                int(self.ends.source_host[row])
+            )
+
+        def spec(kind: AlarmKind, subject: str, rows: list[int]) -> AlarmSpec:
+            found = self.group_spec(kind, subject, rows, latched, position)
+            destinations = {int(self.ends.destination_host[row]) for row in found.rows}
+            tracers = set().union(*(tracing.get(host, set()) for host in destinations))
+            sources = {int(self.ends.source_host[row]) for row in found.rows}
+            return _with(found, unreached_from=len(sources), traced_from=len(tracers | sources))
+
+        unclaimed = set(position)
+        specs = []
+        for kind in (any_kind, multiple_kind):
+            for subject in sorted(open_groups.get(kind, ())):
+                members = self._touching(unclaimed, subject, inbound_only=True)
+                if members:
+                    specs.append(spec(kind, subject, members))
+                    unclaimed -= set(members)
+        sources: dict[int, set[int]] = {}
+        for row in unclaimed:
+            sources.setdefault(int(self.ends.destination_host[row]), set()).add(
+                int(self.ends.source_host[row])
+            )
+        from_any = {
+            host
+            for host, senders in sources.items()
+            if len(senders) >= 2 and senders >= tracing.get(host, set())
+        }
+        grouped: dict[str, set[int]] = {}
+        for site, hosts in sorted(self.site_hosts.items()):
+            if hosts and hosts <= from_any:
+                grouped[site] = hosts
+        for host in sorted(from_any - {h for hosts in grouped.values() for h in hosts}):
+            grouped[self.ends.hosts[host]] = {host}
+        for subject, hosts in grouped.items():
+            members = [r for r in unclaimed if int(self.ends.destination_host[r]) in hosts]
+            specs.append(spec(any_kind, subject, members))
+        for host, senders in sorted(sources.items()):
+            if host not in from_any and len(senders) >= UNREACHED_SOURCES:
+                members = [r for r in unclaimed if int(self.ends.destination_host[r]) == host]
+                specs.append(spec(multiple_kind, self.ends.hosts[host], members))
         return specs
 
     def with_sources(self, spec: AlarmSpec) -> AlarmSpec:

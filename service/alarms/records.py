@@ -28,6 +28,13 @@ class AlarmKind(StrEnum):
     LARGE_CLOCK_CORRECTION = "large clock correction"
     LINK_SILENT = "link silent"
     SUSTAINED_CONGESTION = "sustained congestion"
+    BANDWIDTH_DECREASED = "bandwidth decreased"
+    BANDWIDTH_DECREASED_MULTIPLE = "bandwidth decreased from/to multiple sites"
+    BANDWIDTH_INCREASED = "bandwidth increased"
+    BANDWIDTH_INCREASED_MULTIPLE = "bandwidth increased from/to multiple sites"
+    PATH_CHANGED = "path changed"
+    DESTINATION_UNREACHABLE_ANY = "destination cannot be reached from any"
+    DESTINATION_UNREACHABLE_MULTIPLE = "destination cannot be reached from multiple"
 
 
 Evidence = Mapping[str, float | int | str]
@@ -118,6 +125,11 @@ def describe(kind: AlarmKind, subject: str, evidence: Evidence) -> str:
     'high packet loss: a -> b: loss 5.0 % (threshold 2.0 %)'
     >>> describe(AlarmKind.FIREWALL_ISSUE, "SITE-1", {"links": 11, "source_hosts": 11})
     'firewall issue: SITE-1: 11 links, from 11 source hosts'
+    >>> describe(AlarmKind.BANDWIDTH_DECREASED, "a -> b", {"change": -0.7667, "z": -2.04,
+    ...     "newest_bin_mean_bps": 1.2e9, "threshold_change": 0.5}).split(": ")[2:]
+    ['change -76.7 % (z -2.04; threshold 50.0 %), newest 4-day bin 1.2 Gb/s']
+    >>> describe(AlarmKind.PATH_CHANGED, "a -> b", {"hops": 9, "path_minutes": 20})
+    'path changed: a -> b: a new path of 9 hops, for 20 minutes'
     """
     shown: dict[str, Callable[[Evidence], str]] = {
         "loss": lambda e: f"loss {_percent(e['loss'])}{_threshold(e, 'threshold', _percent)}",
@@ -131,10 +143,25 @@ def describe(kind: AlarmKind, subject: str, evidence: Evidence) -> str:
         "silent_minutes": lambda e: (
             f"no measurement for {e['silent_minutes']} minutes while its peers report"
         ),
+        "change": lambda e: (
+            f"change {_percent(e['change'])} (z {e.get('z')}"
+            + (
+                f"; threshold {_percent(e['threshold_change'])})"
+                if "threshold_change" in e
+                else ")"
+            )
+        ),
+        "newest_bin_mean_bps": lambda e: f"newest 4-day bin {_rate(e['newest_bin_mean_bps'])}",
+        "hops": lambda e: f"a new path of {e['hops']} hops",
+        "last_hop": lambda e: f"traces stop at {e['last_hop']}",
+        "path_minutes": lambda e: f"for {e['path_minutes']} minutes",
         "minutes": lambda e: f"for {e['minutes']} minutes",
         "links": lambda e: f"{e['links']} links",
         "peer_sites": lambda e: f"{e['peer_sites']} other sites",
         "source_hosts": lambda e: f"from {e['source_hosts']} source hosts",
+        "unreached_from": lambda e: (
+            f"not reached from {e['unreached_from']} of {e['traced_from']} source hosts"
+        ),
     }
     parts = [show(evidence) for key, show in shown.items() if key in evidence]
     return f"{kind.value}: {subject}" + "".join(
@@ -152,3 +179,12 @@ def _percent(value: float | int | str) -> str:
 
 def _ms(value: float | int | str) -> str:
     return f"{value} ms"
+
+
+def _rate(value: float | int | str) -> str:
+    """
+    >>> _rate(412_903_544), _rate(9.1e9)
+    ('413 Mb/s', '9.1 Gb/s')
+    """
+    bps = float(value)
+    return f"{bps / 1e9:.2g} Gb/s" if bps >= 1e9 else f"{bps / 1e6:.0f} Mb/s"

@@ -13,7 +13,7 @@ from service.analysis.link_analysis import LinkAnalysis
 from service.config import Settings
 from service.lifecycle import BackgroundLoop
 from service.matrix.snapshot import CostMatrix
-from service.state.link_state import StateView
+from service.state.link_state import LinkResults, StateView
 
 
 class AlarmService:
@@ -49,10 +49,17 @@ class AlarmService:
             store.load(book, engine)
         return cls(book, engine, store, settings.snapshot_interval)
 
-    def after_cycle(self, view: StateView, analysis: LinkAnalysis, matrix: CostMatrix) -> None:
-        """A matrix cycle's analysis observer: evaluate, then record (listeners hear here)."""
+    def after_cycle(
+        self,
+        view: StateView,
+        analysis: LinkAnalysis,
+        matrix: CostMatrix,
+        results: LinkResults | None = None,
+    ) -> None:
+        """A matrix cycle's analysis observer: evaluate (with the throughput and path
+        `results` the cycle took with its view), then record (listeners hear here)."""
         try:
-            events = self.engine.evaluate(view, analysis.congestion_probability)
+            events = self.engine.evaluate(view, analysis.congestion_probability, results)
         except Exception:  # the matrix is served already; the next cycle evaluates again
             self._log.exception("alarm evaluation failed")
             return

@@ -215,8 +215,10 @@ def decode_engine(data: bytes) -> EngineState:
     index = _engine_index(arrays.pop("index", None))
     n = len(index["sources"])
     hosts = len(index["clock_hosts"])
+    # a condition's latches come whole or not at all (a state saved before its rule existed)
+    saved = [c for c in LinkCondition if f"latches/{c.value}/held" in arrays]
     expected = set(_ROW_ARRAYS)
-    expected |= {f"latches/{c.value}/{name}" for c in LinkCondition for name in _LATCH_ARRAYS}
+    expected |= {f"latches/{c.value}/{name}" for c in saved for name in _LATCH_ARRAYS}
     expected |= {f"clock/{name}" for name in _LATCH_ARRAYS}
     extra = {name for name in arrays if name.startswith(("rows/", "hosts/"))}
     _expect(set(arrays) - extra == expected, "the arrays differ from this version's")
@@ -228,10 +230,10 @@ def decode_engine(data: bytes) -> EngineState:
         _expect(bool(np.isfinite(array).all()), f"{name} not finite")
     for name, (dtype, binned) in _ROW_ARRAYS.items():
         _shape(arrays, name, dtype, (BINS, n) if binned else (n,))
-    for prefix, size in [(f"latches/{c.value}", n) for c in LinkCondition] + [("clock", hosts)]:
+    for prefix, size in [(f"latches/{c.value}", n) for c in saved] + [("clock", hosts)]:
         for name, dtype in _LATCH_ARRAYS.items():
             _shape(arrays, f"{prefix}/{name}", dtype, (size,))
-    _check_engine_arrays(arrays)
+    _check_engine_arrays(arrays, saved)
     return EngineState(
         last_minute=index["last_minute"],
         epoch_minute=index["epoch_minute"],
@@ -242,7 +244,10 @@ def decode_engine(data: bytes) -> EngineState:
         value_sum=arrays["baseline/value_sum"],
         log_jitter_sum=arrays["baseline/log_jitter_sum"],
         offset=arrays["baseline/offset"],
-        latches={c: _latches(arrays, f"latches/{c.value}") for c in LinkCondition},
+        latches={
+            c: _latches(arrays, f"latches/{c.value}") if c in saved else Latches.empty(n)
+            for c in LinkCondition
+        },
         clock=_latches(arrays, "clock"),
         rows={name[5:]: arrays[name] for name in extra if name.startswith("rows/")},
         hosts={name[6:]: arrays[name] for name in extra if name.startswith("hosts/")},
@@ -269,7 +274,7 @@ def _engine_index(raw: np.ndarray | None) -> dict[str, Any]:
     return checked
 
 
-def _check_engine_arrays(arrays: Mapping[str, np.ndarray]) -> None:
+def _check_engine_arrays(arrays: Mapping[str, np.ndarray], saved: list[LinkCondition]) -> None:
     weights = arrays["baseline/weights"]
     _expect(bool(np.isfinite(weights).all() and (weights >= 0).all()), "baseline weights")
     for name in ("baseline/value_sum", "baseline/log_jitter_sum"):
@@ -278,7 +283,7 @@ def _check_engine_arrays(arrays: Mapping[str, np.ndarray]) -> None:
     empty = offset == EMPTY
     _expect(bool((empty | ((offset > -1000) & (offset < 1000))).all()), "baseline offset")
     _expect(bool((weights[:, empty] == 0).all()), "weight in an empty baseline")
-    prefixes = [f"latches/{c.value}" for c in LinkCondition] + ["clock"]
+    prefixes = [f"latches/{c.value}" for c in saved] + ["clock"]
     for prefix in prefixes:
         held, clean = arrays[f"{prefix}/held"], arrays[f"{prefix}/clean"]
         onset = arrays[f"{prefix}/onset"]

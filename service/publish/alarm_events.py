@@ -36,6 +36,13 @@ SUBCATEGORY = {
     AlarmKind.LARGE_CLOCK_CORRECTION: "Perfsonar",
     AlarmKind.LINK_SILENT: "Perfsonar",
     AlarmKind.SUSTAINED_CONGESTION: "Network",
+    AlarmKind.BANDWIDTH_DECREASED: "Perfsonar",
+    AlarmKind.BANDWIDTH_DECREASED_MULTIPLE: "Perfsonar",
+    AlarmKind.BANDWIDTH_INCREASED: "Perfsonar",
+    AlarmKind.BANDWIDTH_INCREASED_MULTIPLE: "Perfsonar",
+    AlarmKind.PATH_CHANGED: "RENs",
+    AlarmKind.DESTINATION_UNREACHABLE_ANY: "Perfsonar",
+    AlarmKind.DESTINATION_UNREACHABLE_MULTIPLE: "Perfsonar",
 }
 
 

@@ -3,7 +3,7 @@ and site (what Alertmanager routes to a site's operators).
 
 An alarm counts at the sites it is about (`alarm_view.home_sites`: a link's two ends, a grouped
 alarm's site or host's site), not at every peer of a grouped alarm. Labels stay bounded: `kind`
-has 8 values, `action` 2, and `site` the topology's sites (plus, while an alarm about it is
+has 15 values, `action` 2, and `site` the topology's sites (plus, while an alarm about it is
 open, a site the topology no longer lists). Every (kind, site) of the topology is exported, 0
 without an open alarm, so that a series exists before its first alarm: about 2,000 series for
 WLCG's ~250 sites.
