@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from service.analysis.link_analysis import LinkAnalysis, analyse_links
 from service.analysis.predictor import UtilisationPredictor
@@ -24,11 +25,24 @@ from service.config import EmpiricalFilterInput
 from service.lifecycle import BackgroundLoop
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.memory import FreeMemoryReleaser
-from service.state.link_state import LinkState, StateView
+from service.state.link_state import LinkResults, LinkState, StateView
 
 TICK_SECONDS = 0.1
-#: Told of each recompute's view, analysis and matrix.
-AnalysisObserver = Callable[[StateView, LinkAnalysis, CostMatrix], None]
+
+
+class AnalysisObserver(Protocol):
+    """Told of each recompute's view, analysis and matrix, and the throughput and path results
+    of the view's links (taken with the view: the same rows)."""
+
+    def __call__(
+        self,
+        view: StateView,
+        analysis: LinkAnalysis,
+        matrix: CostMatrix,
+        results: LinkResults | None = None,
+    ) -> None: ...
+
+
 #: Recomputes are at least this many times the last one's CPU time apart.
 DUTY_FACTOR = 5.0
 
@@ -52,7 +66,8 @@ class CycleObservers:
     """Everything a recompute calls, by when (each kind in its order):
 
     - `recomputed`: with the recompute's duration, once the new snapshot is served;
-    - `analysed`: with the view it analysed, the analysis and the snapshot (e.g. the alarms);
+    - `analysed`: with the view it analysed, the analysis, the snapshot and the view's links'
+      throughput and path results (e.g. the alarms);
     - `prepare`: with the snapshot, to build what queries read once per snapshot;
     - `published`: with the previous and the new snapshot (streams, telemetry).
     """
@@ -127,15 +142,15 @@ class MatrixCycle:
         take longer than the analysis; a query that comes first builds what it reads itself,
         once per snapshot (they are memoised)."""
         started, cpu_started = time.perf_counter(), time.thread_time()
-        view, analysis, matrix = self._build(self.latest)
+        view, results, analysis, matrix = self._build(self.latest)
         previous, self.latest = self.latest, matrix
         elapsed = self._last_seconds = time.perf_counter() - started
         observers = self.observers
         for observe in observers.recomputed:
             observe(elapsed)
         for observe_analysis in observers.analysed:
-            observe_analysis(view, analysis, matrix)
-        del view, analysis
+            observe_analysis(view, analysis, matrix, results)
+        del view, results, analysis
         matrix.prepare_views()
         for prepare in observers.prepare:
             prepare(matrix)
@@ -145,13 +160,19 @@ class MatrixCycle:
         self._last_cpu_seconds = time.thread_time() - cpu_started
         return self.latest
 
-    def _build(self, previous: CostMatrix | None) -> tuple[StateView, LinkAnalysis, CostMatrix]:
-        view = self._state.view(self._clock())
+    def _build(
+        self, previous: CostMatrix | None
+    ) -> tuple[StateView, LinkResults, LinkAnalysis, CostMatrix]:
+        now = self._clock()
+        with self._state.frozen():  # the results of the view's links, in its order
+            view = self._state.view(now)
+            results = self._state.results(now)
         self._stored_at_last_cycle = view.stored_total
         predictor = self.predictor
         analysis = analyse_links(view, predictor, self._empirical_filter)
         info = predictor.info if predictor is not None else None
-        return view, analysis, build_cost_matrix(view, analysis, info, view.taken_at, previous)
+        matrix = build_cost_matrix(view, analysis, info, view.taken_at, previous, results)
+        return view, results, analysis, matrix
 
     def _run(self) -> None:
         last_start = float("-inf")

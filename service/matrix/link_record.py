@@ -61,6 +61,18 @@ class LinkOut(BaseModel):
     )
     stale: bool = Field(description="no datapoint for 5 minutes")
     clock_suspect: bool = Field(description="negative one-way delays seen in the window")
+    throughput_bps: int | None = Field(
+        None,
+        description="the latest throughput test's rate (bits/s; perfSONAR runs one every few "
+        "hours per pair); at level=site the newest test among the site pair's links; null when "
+        "none",
+    )
+    throughput_age_s: int | None = Field(
+        None,
+        ge=0,
+        description="how long before `generated_at` that test started (s), in whole minutes "
+        "(rounded down); null when none",
+    )
 
 
 #: Fields only site-level aggregates carry.

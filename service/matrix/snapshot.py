@@ -14,7 +14,7 @@ from service.matrix.link_record import DELAY_KEYS, HOST_RECORD_KEYS, LinkRecord
 from service.matrix.matrix_body import MatrixBody, encode_body
 from service.matrix.views import aggregate_sites
 from service.state.link_buffers import WINDOW_MINUTES
-from service.state.link_state import StateView
+from service.state.link_state import LinkResults, StateView
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,11 @@ def build_cost_matrix(
     model: ModelInfo | None,
     generated_at: float,
     previous: CostMatrix | None = None,
+    results: LinkResults | None = None,
 ) -> CostMatrix:
-    """Freeze one analysis pass; records of links unchanged since `previous` are reused."""
-    columns = _columns(analysis)
+    """Freeze one analysis pass; records of links unchanged since `previous` are reused.
+    `results` (taken with `view`, of the same rows) give the throughput fields (null without)."""
+    columns = _columns(analysis) | throughput_columns(results, len(view), generated_at)
     changed = _changed_rows(columns, view.names_version, model, previous)
     links = list(previous.links[: len(view)]) if previous is not None else []
     links += [{}] * (len(view) - len(links))
@@ -144,8 +146,39 @@ def build_cost_matrix(
     return CostMatrix(generated_at, model, tuple(links), encoded, columns, view.names_version)
 
 
-def build_link_records(view: StateView, a: LinkAnalysis, has_model: bool) -> list[LinkRecord]:
-    return _records(view, _columns(a), list(range(len(view))), has_model)
+def build_link_records(
+    view: StateView, a: LinkAnalysis, has_model: bool, results: LinkResults | None = None
+) -> list[LinkRecord]:
+    columns = _columns(a) | throughput_columns(results, len(view), view.taken_at)
+    return _records(view, columns, list(range(len(view))), has_model)
+
+
+def throughput_columns(
+    results: LinkResults | None, n: int, generated_at: float
+) -> dict[str, np.ndarray]:
+    """The latest throughput (bits/s, whole; NaN: none) and its age at `generated_at` in whole
+    minutes (s; -1: none) of `n` links. The age moves on by the minute, not by the second, so
+    that a link's record changes once a minute at the second its test started (spread over the
+    minute as the tests' starts are), not every cycle: records of unchanged links are reused.
+
+    >>> from service.state.throughput_state import LatestThroughput
+    >>> latest = LatestThroughput(np.array([4.2e8, np.nan]), np.array([1000, -1]), None)
+    >>> results = LinkResults(0.0, np.arange(2), latest, None, None)  # type: ignore[arg-type]
+    >>> columns = throughput_columns(results, 2, 1000 + 3 * 60 + 59.5)
+    >>> columns["throughput_bps"].tolist(), columns["throughput_age"].tolist()
+    ([420000000.0, nan], [180, -1])
+    """
+    if results is None:
+        return {"throughput_bps": np.full(n, np.nan), "throughput_age": np.full(n, -1, np.int64)}
+    if len(results.rows) != n:
+        raise ValueError(f"link results of {len(results.rows)} links for a view of {n}")
+    latest = results.throughput
+    held = latest.time >= 0
+    age = np.maximum(np.int64(generated_at) - latest.time, 0) // 60 * 60
+    return {
+        "throughput_bps": np.round(latest.bps),
+        "throughput_age": np.where(held, age, -1).astype(np.int64),
+    }
 
 
 def _columns(a: LinkAnalysis) -> dict[str, np.ndarray]:
@@ -208,6 +241,8 @@ def _records(
     picked = np.asarray(rows, dtype=np.intp)
     c = {name: _json_values(values[picked]) for name, values in columns.items()}
     c["last"] = [None if x is None or x < 0 else int(x) for x in c["last"]]
+    c["throughput_bps"] = [None if x is None else int(x) for x in c["throughput_bps"]]
+    c["throughput_age"] = [None if x < 0 else x for x in c["throughput_age"]]
     names = (
         view.sources,
         view.destinations,
@@ -228,7 +263,8 @@ def _records(
         *(list(map(name.__getitem__, rows)) for name in names),
         c["cost"], c["empirical"], c["congested"], c["utilisation"], reasons,
         c["probability"], c["low"], c["high"], delays,
-        c["loss"], c["samples"], c["last"], c["stale"], c["clock"], strict=True,
+        c["loss"], c["samples"], c["last"], c["stale"], c["clock"],
+        c["throughput_bps"], c["throughput_age"], strict=True,
     )  # fmt: skip
     return [dict(zip(HOST_RECORD_KEYS, record, strict=False)) for record in values]
 

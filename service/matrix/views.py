@@ -6,6 +6,10 @@ interval ends), `empirical`, delay mean/median/std and
 `packet_loss` are means over the host pairs with a value; `delay_ms.min` is the minimum and
 `delay_ms.p95` the maximum; `congested`, `clock_suspect` are true if any pair is; `stale` only if
 all are; `samples` is the sum and `last_measurement` the latest; `links` counts the host pairs.
+`throughput_bps` and `throughput_age_s` are the newest throughput test's among the host pairs
+(the youngest; of equal ages the fastest): a rate and an age that belong to one test, where a
+mean or median would mix tests hours apart under no single age (and a site's bandwidth host is
+usually the only one of its hosts that runs them).
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord
         "last_measurement": max(lasts) if lasts else None,
         "stale": all(m["stale"] for m in members),
         "clock_suspect": any(m["clock_suspect"] for m in members),
+        **_newest_throughput(members),
     }
 
 
@@ -106,6 +111,20 @@ def _single_site_record(pair: tuple[str, str], link: LinkRecord) -> LinkRecord:
         "last_measurement": link["last_measurement"],
         "stale": bool(link["stale"]),
         "clock_suspect": bool(link["clock_suspect"]),
+        "throughput_bps": link["throughput_bps"],
+        "throughput_age_s": link["throughput_age_s"],
+    }
+
+
+def _newest_throughput(members: list[LinkRecord]) -> dict[str, int | None]:
+    """The youngest throughput result of `members` (of equal ages the fastest), or nulls."""
+    tested = [m for m in members if m["throughput_age_s"] is not None]
+    if not tested:
+        return {"throughput_bps": None, "throughput_age_s": None}
+    newest = min(tested, key=lambda m: (m["throughput_age_s"], -m["throughput_bps"]))
+    return {
+        "throughput_bps": newest["throughput_bps"],
+        "throughput_age_s": newest["throughput_age_s"],
     }
 
 

@@ -91,11 +91,18 @@ async def costmatrix(
     responses={404: {"description": "no such link"}},
 )
 def link_detail(source: str, destination: str, runtime: RuntimeDep) -> Response:
-    """One link's buffered series and current features (endpoints by IP or host name)."""
-    view = runtime.state.view_link(source, destination, time.time())
-    if view is None:
-        raise HTTPException(404, f"no link {source} -> {destination}")
-    return Response(orjson.dumps(build_link_detail(view, runtime.cycle.predictor)), media_type=JSON)
+    """One link's buffered series and current features, its latest throughput test and its
+    current network path with its recent changes (endpoints by IP or host name)."""
+    state, now = runtime.state, time.time()
+    with state.frozen():  # the series, results and path of one moment
+        view = state.view_link(source, destination, now)
+        row = state.index.find_by_name(source, destination)
+        if view is None or row is None:
+            raise HTTPException(404, f"no link {source} -> {destination}")
+        results = state.results(now, [row])
+        hops = state.path_of(source, destination)
+    detail = build_link_detail(view, runtime.cycle.predictor, results, hops)
+    return Response(orjson.dumps(detail), media_type=JSON)
 
 
 @router.post(

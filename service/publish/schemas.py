@@ -42,10 +42,56 @@ class LinkSeriesOut(BaseModel):
     loss: list[float | None]
 
 
+class BandwidthOut(BaseModel):
+    """AAAS's "bandwidth decreased/increased" scores of the link's throughput history."""
+
+    bin_days: int = Field(description="days per bin (bins aligned to the epoch)")
+    bins: int = Field(description="bins with results among the newest and the five before")
+    newest_bin_mean_bps: int | None = Field(description="mean rate of the newest bin (bits/s)")
+    z: float | None = Field(
+        description="(newest bin mean - mean of the bin means) / their standard deviation; "
+        "null with fewer than two bins, none in the newest, or no spread"
+    )
+    change: float | None = Field(description="(newest bin mean - mean of means) / mean of means")
+
+
+class ThroughputOut(BaseModel):
+    bps: int | None = Field(description="the latest test's rate (bits/s); null: no test")
+    started_at: int | None = Field(description="its start (epoch s)")
+    age_s: int | None = Field(description="seconds from its start to now")
+    retransmits: int | None = Field(description="that test's TCP retransmits, when reported")
+    bandwidth: BandwidthOut | None
+
+
+class PathHopOut(BaseModel):
+    ttl: int
+    address: str | None = Field(description="who answered at this TTL; null: no answer")
+    rtt_ms: float | None
+    asn: int | None = Field(description="its autonomous system, when reported")
+
+
+class PathOut(BaseModel):
+    hops: list[PathHopOut] = Field(description="the latest trace, TTL 1 up; [] without one")
+    reaches_destination: bool | None = Field(
+        description="whether its last hop is the link's destination (null: not known, e.g. a "
+        "link known by host name only, or no trace)"
+    )
+    since: int | None = Field(
+        description="start (epoch s) of the first trace of the current path: its last change, "
+        "or the link's first trace when it never changed"
+    )
+    traced_at: int | None = Field(description="start (epoch s) of the latest trace")
+    changes_last_24h: int = Field(
+        description="path changes in the hour holding now and the 23 before"
+    )
+
+
 class LinkDetailOut(BaseModel):
     link: LinkOut
     series: LinkSeriesOut
     features: dict[str, float | None]
+    throughput: ThroughputOut
+    path: PathOut
 
 
 class HighAvailabilityOut(BaseModel):

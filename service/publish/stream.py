@@ -2,7 +2,8 @@
 
 On connect a client gets the whole matrix (event `matrix`), then after every recompute an event
 `changes` with the links whose cost moved by more than `stream_cost_step` (or whose congested
-flag flipped) since the stream last sent them, and under `removed` the source and destination
+flag flipped, or that have a new throughput test) since the stream last sent them, and under
+`removed` the source and destination
 of every link sent that the matrix no longer has (retired, or a site pair whose last link went);
 empty lists still tell the client a new matrix exists. Event ids are the snapshot's
 `generated_at`. Nothing is replayed: a client that reconnects (with or without
@@ -38,7 +39,8 @@ from service.publish.http_guard import ABORT_EXTENSION, HttpRefusal
 from service.publish.wakeups import Wakeups
 
 Level = Literal["host", "site"]
-Sent = dict[LinkKey, tuple[float | None, bool]]
+#: Per link sent: its cost, congested flag and throughput (a new test is sent).
+Sent = dict[LinkKey, tuple[float | None, bool, int | None]]
 KEEPALIVE = b": keep-alive\n\n"
 #: Response headers of every SSE stream: not cached, and not buffered by nginx-style proxies.
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -64,12 +66,15 @@ def event_id(matrix: CostMatrix) -> str:
 
 
 def moved_links(links: Sequence[LinkRecord], sent: Sent, step: float) -> list[LinkRecord]:
-    """Links new to `sent`, whose cost moved by more than `step`, or whose congestion flipped."""
+    """Links new to `sent`, whose cost moved by more than `step`, whose congestion flipped, or
+    with a new throughput result."""
     return [link for link in links if _moved(link, sent.get(link_key(link)), step)]
 
 
-def _moved(link: LinkRecord, last: tuple[float | None, bool] | None, step: float) -> bool:
-    if last is None or last[1] != link["congested"]:
+def _moved(
+    link: LinkRecord, last: tuple[float | None, bool, int | None] | None, step: float
+) -> bool:
+    if last is None or last[1] != link["congested"] or last[2] != link["throughput_bps"]:
         return True
     cost: float | None = link["cost"]
     last_cost = last[0]
@@ -85,7 +90,12 @@ def removed_links(links: Sequence[LinkRecord], sent: Sent) -> list[LinkKey]:
 
 
 def _remember(sent: Sent, links: Sequence[LinkRecord]) -> None:
-    sent.update({link_key(link): (link["cost"], link["congested"]) for link in links})
+    sent.update(
+        {
+            link_key(link): (link["cost"], link["congested"], link["throughput_bps"])
+            for link in links
+        }
+    )
 
 
 @dataclass

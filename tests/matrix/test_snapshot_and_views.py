@@ -17,6 +17,7 @@ from service.analysis.predictor import ModelInfo
 from service.matrix.matrix_body import BLOCK_LINKS, encode_body
 from service.matrix.snapshot import CostMatrix, build_cost_matrix
 from service.matrix.views import aggregate_sites, dense_matrix
+from service.parse.records import MeasurementKind, ParsedMessage
 from service.publish.schemas import CostMatrixOut, LinkOut
 from service.state.link_state import LinkState
 from service.topology.topology import Topology
@@ -51,6 +52,8 @@ RECORD_KEYS = {
     "last_measurement",
     "stale",
     "clock_suspect",
+    "throughput_bps",
+    "throughput_age_s",
 }
 
 
@@ -132,6 +135,8 @@ def test_record_values_of_the_full_link() -> None:
         "last_measurement": N * 60,
         "stale": False,
         "clock_suspect": False,
+        "throughput_bps": None,
+        "throughput_age_s": None,
     }
 
 
@@ -223,6 +228,8 @@ def record(
         "last_measurement": None,
         "stale": False,
         "clock_suspect": False,
+        "throughput_bps": None,
+        "throughput_age_s": None,
     }
     return {**base, **values}
 
@@ -342,6 +349,8 @@ def test_aggregate_sites() -> None:
         "last_measurement": 1060,
         "stale": False,
         "clock_suspect": True,
+        "throughput_bps": None,
+        "throughput_age_s": None,
     }
     ral_cern = sites[1]
     assert ral_cern["links"] == 1
@@ -457,3 +466,69 @@ def test_a_matrix_of_no_links_is_built_alike_from_scratch_and_from_a_previous_on
     for matrix in (first, second):
         assert matrix.body == orjson.dumps(matrix.document(()))
         assert orjson.loads(matrix.body)["links"] == [] and len(matrix.encoded.spans) == 0
+
+
+# --- throughput fields ------------------------------------------------------------------------
+
+
+def throughput_message(endpoints, results: dict[int, float]) -> ParsedMessage:
+    return ParsedMessage(MeasurementKind.THROUGHPUT, endpoints, throughputs=sorted(results.items()))
+
+
+def build_with_results(state: LinkState, generated_at: float, previous=None) -> CostMatrix:
+    with state.frozen():
+        view, results = state.view(generated_at), state.results(generated_at)
+    analysis = analyse_links(view, None)
+    return build_cost_matrix(view, analysis, None, generated_at, previous, results)
+
+
+def test_records_carry_the_latest_throughput_and_its_age_in_whole_minutes() -> None:
+    state = build_state()
+    tested = NOW - 2 * 3600 - 17  # a test 2 h 17 s before NOW, and an older one
+    state.apply(throughput_message(FULL, {tested - 14_400: 9.1e8, tested: 412_903_544.4}), NOW)
+    matrix = build_with_results(state, NOW + 42.9)  # 2 h 59.9 s after the newest test
+    full, short = matrix.links[0], matrix.links[1]
+    assert (full["throughput_bps"], full["throughput_age_s"]) == (412_903_544, 7200)
+    assert (short["throughput_bps"], short["throughput_age_s"]) == (None, None)
+    assert build_with_results(state, NOW + 43).links[0]["throughput_age_s"] == 7260
+    assert orjson.loads(matrix.body)["links"][0]["throughput_bps"] == 412_903_544
+    LinkOut.model_validate(full)
+
+
+def test_a_records_age_moves_on_once_a_minute_at_its_tests_second() -> None:
+    """Within the minute after its test's second a record is reused as it is (same object)."""
+    state = build_state()
+    tested = NOW - 600 + 25
+    state.apply(throughput_message(SHORT, {tested: 1e9}), NOW)
+    first = build_with_results(state, NOW)  # 575 s after the test: age 540
+    same_minute = build_with_results(state, NOW + 4, previous=first)  # 579 s: 540
+    next_minute = build_with_results(state, NOW + 5, previous=same_minute)  # 580 s: 540
+    later = build_with_results(state, NOW + 25, previous=next_minute)  # 600 s: 600
+    assert same_minute.links[1] is first.links[1]
+    assert next_minute.links[1] is first.links[1]
+    assert later.links[1] is not first.links[1]
+    assert [m.links[1]["throughput_age_s"] for m in (first, later)] == [540, 600]
+    assert later.body == build_with_results(state, NOW + 25).body  # reuse changes nothing
+
+
+def test_results_of_other_links_than_the_views_are_refused() -> None:
+    state = build_state()
+    view = state.view(NOW)
+    results = state.results(NOW, [0])
+    with pytest.raises(ValueError, match="link results of 1 links for a view of 3"):
+        build_cost_matrix(view, analyse_links(view, None), None, NOW, None, results)
+
+
+def test_a_site_pair_shows_the_newest_test_among_its_host_pairs() -> None:
+    links = [
+        record("1", "9", "h1", "h9", "S", "T", throughput_bps=9_000_000_000, throughput_age_s=7200),
+        record("2", "9", "h2", "h9", "S", "T", throughput_bps=2_000_000_000, throughput_age_s=60),
+        record("3", "9", "h3", "h9", "S", "T", throughput_bps=3_000_000_000, throughput_age_s=60),
+        record("4", "9", "h4", "h9", "S", "T"),
+        record("5", "9", "h5", "h9", "U", "T"),
+    ]
+    paired, untested = aggregate_sites(links)
+    assert (paired["throughput_bps"], paired["throughput_age_s"]) == (3_000_000_000, 60)
+    assert (untested["throughput_bps"], untested["throughput_age_s"]) == (None, None)
+    single = aggregate_sites(links[:1])[0]
+    assert (single["throughput_bps"], single["throughput_age_s"]) == (9_000_000_000, 7200)

@@ -30,6 +30,8 @@ def host_link(
     empirical: float | None = 0.0,
     congested: bool = False,
     last: int | None = TS,
+    throughput_bps: int | None = None,
+    throughput_age_s: int | None = None,
 ) -> LinkRecord:
     """A host-level link record with the /costmatrix fields."""
     return {
@@ -53,6 +55,8 @@ def host_link(
         "last_measurement": last,
         "stale": False,
         "clock_suspect": False,
+        "throughput_bps": throughput_bps,
+        "throughput_age_s": throughput_age_s,
     }
 
 

@@ -46,9 +46,11 @@ NETWORKS = [
 ]
 LINKS = [
     host_link("192.0.2.1", "198.51.100.20", source_site=CERN, destination_site=RAL,
-              cost=0.2, delay=10.0, loss=0.0),
+              cost=0.2, delay=10.0, loss=0.0, throughput_bps=4_000_000_000,
+              throughput_age_s=7200),
     host_link("192.0.2.2", "198.51.100.20", source_site=CERN, destination_site=RAL,
-              cost=0.4, delay=12.0, loss=0.01),
+              cost=0.4, delay=12.0, loss=0.01, throughput_bps=1_000_000_004,
+              throughput_age_s=600),
     host_link("198.51.100.20", "192.0.2.1", source_site=RAL, destination_site=CERN,
               cost=0.1, delay=9.0),
     host_link("2001:db8:a::20", "2001:db8:c::1", source_site=RAL, destination_site=CERN,
@@ -116,7 +118,7 @@ def test_directory_lists_maps_filtered_maps_and_the_endpoint_cost_service(served
     assert response.headers["content-type"] == DIRECTORY
     meta, resources = response.json()["meta"], response.json()["resources"]
     cost_types = meta["cost-types"]
-    metrics = {"priv:nettel-cost", "delay-ow", "lossrate"}
+    metrics = {"priv:nettel-cost", "delay-ow", "lossrate", "tput"}
     assert {t["cost-metric"] for t in cost_types.values()} == metrics
     service = resources["endpointcost"]
     assert service == {
@@ -126,7 +128,7 @@ def test_directory_lists_maps_filtered_maps_and_the_endpoint_cost_service(served
         "capabilities": {"cost-constraints": False, "cost-type-names": list(cost_types)},
     }
     filtered = {rid: r for rid, r in resources.items() if r.get("accepts") == COST_MAP_FILTER}
-    assert len(filtered) == 3
+    assert len(filtered) == 4
     for resource in filtered.values():
         (name,) = resource["capabilities"]["cost-type-names"]
         assert resource["media-type"] == COST_MAP and resource["uses"] == ["networkmap"]
@@ -445,3 +447,35 @@ def test_the_client_sees_refusals_as_alto_errors(served, alto):
     with pytest.raises(AltoErrorReply) as refused:
         client.filtered_cost_map("lossrate", ["not a PID"], [])
     assert refused.value.status == 400 and refused.value.meta["code"] == "E_SYNTAX"
+
+
+TPUT = {"cost-mode": "numerical", "cost-metric": "tput"}
+
+
+def test_tput_is_rfc_9439s_throughput_in_bytes_per_second_of_pairs_that_have_a_test(alto):
+    directory = alto.get("/alto").json()
+    (described,) = [
+        t for t in directory["meta"]["cost-types"].values() if t["cost-metric"] == "tput"
+    ]
+    assert described["cost-mode"] == "numerical"
+    assert described["cost-context"]["cost-source"] == "estimation"
+    assert set(described["cost-context"]["parameters"]) == {
+        "congestion-control-algorithm",
+        "estimation",
+    }
+    assert "hours old" in described["description"]
+    cost_map = alto.get("/alto/costmap/tput")
+    assert cost_map.headers["content-type"] == COST_MAP
+    document = cost_map.json()
+    assert document["meta"]["cost-type"] == TPUT
+    # CERN -> RAL: the newest of its two host pairs' tests (600 s old): 1,000,000,004 b/s / 8
+    assert document["cost-map"] == {CERN: {RAL: 125_000_000.0}}
+    costs = endpoint_costs(
+        alto, ["ipv4:192.0.2.1", "ipv4:192.0.2.77"], ["ipv4:198.51.100.20"], TPUT
+    )
+    assert costs["endpoint-cost-map"] == {
+        "ipv4:192.0.2.1": {"ipv4:198.51.100.20": 500_000_000.0},  # its own test
+        "ipv4:192.0.2.77": {"ipv4:198.51.100.20": 125_000_000.0},  # CERN's (by network) -> RAL
+    }
+    untested = endpoint_costs(alto, ["ipv4:198.51.100.20"], ["ipv4:192.0.2.1"], TPUT)
+    assert untested["endpoint-cost-map"] == {}  # RAL -> CERN has no test: left out

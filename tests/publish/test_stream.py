@@ -29,16 +29,23 @@ B = host_link("192.0.2.2", "192.0.2.1", cost=0.20)
 
 
 def test_moved_links_compares_with_what_the_client_was_sent():
-    sent = {("192.0.2.1", "192.0.2.2"): (0.10, False)}
+    sent = {("192.0.2.1", "192.0.2.2"): (0.10, False, None)}
     assert moved_links([A, B], sent, step=0.01) == [B]  # B was never sent
     assert moved_links([A | {"cost": 0.11}], sent, step=0.01) == []  # moved by exactly the step
     assert moved_links([A | {"cost": 0.1101}], sent, step=0.01) == [A | {"cost": 0.1101}]
     assert moved_links([A | {"congested": True}], sent, step=0.01) == [A | {"congested": True}]
     assert moved_links([A | {"cost": None}], sent, step=0.01) == [A | {"cost": None}]
+    tested = A | {"throughput_bps": 9_000_000_000, "throughput_age_s": 60}
+    assert moved_links([tested], sent, step=0.01) == [tested]  # a new throughput test
+    again = {("192.0.2.1", "192.0.2.2"): (0.10, False, 9_000_000_000)}
+    assert moved_links([tested | {"throughput_age_s": 120}], again, step=0.01) == []
 
 
 def test_removed_links_are_those_sent_that_the_matrix_no_longer_has():
-    sent = {("192.0.2.1", "192.0.2.2"): (0.10, False), ("192.0.2.2", "192.0.2.1"): (0.2, False)}
+    sent = {
+        ("192.0.2.1", "192.0.2.2"): (0.10, False, None),
+        ("192.0.2.2", "192.0.2.1"): (0.2, False, None),
+    }
     assert removed_links([A, B], sent) == []
     assert removed_links([B], sent) == [("192.0.2.1", "192.0.2.2")]
     assert removed_links([], {}) == []

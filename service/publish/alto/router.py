@@ -174,7 +174,7 @@ def build_alto_router(
         openapi_extra=METRIC_PARAMETER,
     )
     def cost_map(metric: CostMetric = Depends(offered_metric), view: AltoView = latest) -> Response:
-        """ALTO numerical cost map of `priv:nettel-cost`, `delay-ow` or `lossrate` (11.2.3)."""
+        """ALTO numerical cost map of one metric of the directory (11.2.3)."""
         return alto_response(view.cost_map_document(metric), COST_MAP_MEDIA)
 
     @router.post(

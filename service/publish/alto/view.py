@@ -3,8 +3,9 @@
 PIDs are sites (a host without a site stands for itself, as in `views.aggregate_sites`), with
 their prefixes (`network`). The network map's vtag is a hash of its content (PID names and
 prefixes): it changes exactly when a PID or a prefix appears or goes. Cost maps
-(`priv:nettel-cost`, RFC 9439's `delay-ow` in microseconds and `lossrate` in percent) are
-numerical site-to-site values from the site-level aggregation and name that vtag in
+(`priv:nettel-cost`, RFC 9439's `delay-ow` in microseconds, `lossrate` in percent and `tput`
+in bytes per second, the latest perfSONAR throughput test of the pair: pairs without one are
+left out) are numerical site-to-site values from the site-level aggregation and name that vtag in
 `dependent-vtags`; a filtered cost map keeps the PIDs asked for. An endpoint cost is the host
 link's value when the matrix measures that pair of addresses (with a value for the metric), else
 the value between the addresses' PIDs (longest prefix); a pair with neither is left out.
@@ -55,6 +56,8 @@ class CostMetric:
     description: str
     value: Callable[[LinkRecord], float | None]
     cost_source: str | None = None
+    #: RFC 9439's `cost-context` `parameters` of the metric (how it is estimated), as pairs.
+    parameters: tuple[tuple[str, str], ...] = ()
 
     @property
     def slug(self) -> str:
@@ -71,6 +74,21 @@ class CostMetric:
 
 def _scaled(value: float | None, factor: float, digits: int) -> float | None:
     return None if value is None else round(value * factor, digits)
+
+
+#: RFC 9439 section 5.1.4 asks a `tput` estimation to name its congestion control and method.
+TPUT_PARAMETERS = (
+    (
+        "congestion-control-algorithm",
+        "the test tool's TCP default (iperf3, nuttcp: the host's, usually CUBIC, RFC 9438)",
+    ),
+    (
+        "estimation",
+        "the latest perfSONAR throughput test of the pair (a bulk TCP test of some seconds, run "
+        "every few hours); at a site pair the newest among its host pairs. The value's age is "
+        "throughput_age_s of /costmatrix",
+    ),
+)
 
 
 METRICS: dict[str, CostMetric] = {
@@ -92,6 +110,14 @@ METRICS: dict[str, CostMetric] = {
             "packet loss of the newest minute, percent",
             lambda link: _scaled(link["packet_loss"], 100, 4),
             "estimation",
+        ),
+        CostMetric(
+            "tput",
+            "TCP throughput of the latest perfSONAR throughput test, bytes per second (tests "
+            "run every few hours: a value may be hours old)",
+            lambda link: _scaled(link["throughput_bps"], 1 / 8, 0),
+            "estimation",
+            TPUT_PARAMETERS,
         ),
     )
 }
@@ -308,4 +334,6 @@ def _described_cost_type(metric: CostMetric) -> dict[str, Any]:
     cost_type: dict[str, Any] = dict(_cost_mode(metric))
     if metric.cost_source:
         cost_type["cost-context"] = {"cost-source": metric.cost_source}
+        if metric.parameters:
+            cost_type["cost-context"]["parameters"] = dict(metric.parameters)
     return cost_type | {"description": metric.description}
