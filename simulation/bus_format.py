@@ -1,8 +1,9 @@
 """Messages of a simulated mesh in the perfSONAR bus format: (STOMP headers, JSON body) pairs.
 
 Version 1 is the original collector's layout (tests/data/owdelay-histogram-real.json,
-tests/data/packet-loss-rate.json); version 2 the toolkit-push layout
-(tests/data/owdelay-v2-push.json).
+tests/data/packet-loss-rate.json, and for throughput tests and traceroutes
+tests/data/throughput-raw.json, packet-retransmits-raw.json, packet-trace-raw.json); version 2
+the toolkit-push layout (tests/data/owdelay-v2-push.json).
 Pure builders: serialising and sending are the caller's business.
 """
 
@@ -16,12 +17,23 @@ from simulation.simulator import Mesh
 
 DELAY_EVENT = "histogram-owdelay"
 LOSS_EVENT = "packet-loss-rate"
+THROUGHPUT_EVENT = "throughput"
+RETRANSMITS_EVENT = "packet-retransmits"
+TRACE_EVENT = "packet-trace"
 TOPIC_PREFIX = "/topic/perfsonar.raw."
 MAX_DATAPOINTS = 100
 #: Seconds between the start of a message's last minute and the collector sending it.
 COLLECTOR_LAG_S = 65.0
 
 Message = tuple[dict[str, str], dict[str, Any]]
+#: The test tool behind each event type, and what its metadata says of the test.
+_TESTS: dict[str, tuple[str, dict[str, str]]] = {
+    DELAY_EVENT: ("powstream", {"time_duration": "60", "ip_transport_protocol": "udp"}),
+    LOSS_EVENT: ("powstream", {"time_duration": "60", "ip_transport_protocol": "udp"}),
+    THROUGHPUT_EVENT: ("iperf3", {"time_duration": "10", "ip_transport_protocol": "tcp"}),
+    RETRANSMITS_EVENT: ("iperf3", {"time_duration": "10", "ip_transport_protocol": "tcp"}),
+    TRACE_EVENT: ("traceroute", {"time_duration": "8"}),
+}
 
 
 def build_delay_message(
@@ -48,14 +60,40 @@ def build_loss_message(
     return _build(mesh, link_index, LOSS_EVENT, datapoints, sent_at, version)
 
 
-def compute_metadata_key(mesh: Mesh, link_index: int) -> str:
-    """Stable 32-hex key of the link's powstream test.
+def build_throughput_message(
+    mesh: Mesh, link_index: int, datapoints: Mapping[int, int], *, sent_at: float | None = None
+) -> Message:
+    """A throughput message: a test's start (epoch s) -> its rate in bits/s (an integer)."""
+    return _build(mesh, link_index, THROUGHPUT_EVENT, datapoints, sent_at, 1)
+
+
+def build_retransmits_message(
+    mesh: Mesh, link_index: int, datapoints: Mapping[int, int], *, sent_at: float | None = None
+) -> Message:
+    """A packet-retransmits message: a test's start -> its TCP retransmits."""
+    return _build(mesh, link_index, RETRANSMITS_EVENT, datapoints, sent_at, 1)
+
+
+def build_trace_message(
+    mesh: Mesh,
+    link_index: int,
+    datapoints: Mapping[int, list[dict[str, Any]]],
+    *,
+    sent_at: float | None = None,
+) -> Message:
+    """A packet-trace message: a trace's start -> esmond's hop list (`ttl`, `query`, `success`,
+    `ip`, `as`, `rtt` ms; a hop that did not answer has no `ip`)."""
+    return _build(mesh, link_index, TRACE_EVENT, datapoints, sent_at, 1)
+
+
+def compute_metadata_key(mesh: Mesh, link_index: int, tool: str = "powstream") -> str:
+    """Stable 32-hex key of the link's test with `tool`.
 
     As in esmond, the key names the test, so the delay and loss messages of a link share it
-    (the two samples of the same link do).
+    (the two samples of the same link do), as do a throughput test's rate and retransmits.
     """
     source, destination = _endpoints(mesh, link_index)
-    identity = f"{source[0]}|{destination[0]}|powstream".encode()
+    identity = f"{source[0]}|{destination[0]}|{tool}".encode()
     return hashlib.blake2b(identity, digest_size=16).hexdigest()
 
 
@@ -82,12 +120,10 @@ def _build(
 def _build_v1(
     mesh: Mesh, link: int, event_type: str, points: dict[str, Any], ts_start: int, sent: float
 ) -> Message:
-    key = compute_metadata_key(mesh, link)
-    meta = _common_meta(mesh, link, "powstream") | {
-        "time_duration": "60",
-        "ip_transport_protocol": "udp",
-        "org_metadata_key": key,
-    }
+    tool, test = _TESTS[event_type]
+    key = compute_metadata_key(mesh, link, tool)
+    meta = _common_meta(mesh, link, f"pscheduler/{tool}" if tool != "powstream" else tool)
+    meta |= test | {"org_metadata_key": key}
     headers = {
         "destination": TOPIC_PREFIX + event_type,
         "event-type": event_type,

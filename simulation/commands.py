@@ -39,7 +39,8 @@ def add_demo_feed_options(simulate: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KIND:TARGET:START_MINUTE[:VALUE][:DURATION]",
         help="inject a fault (repeatable): KIND complete-loss, loss (VALUE %%, default 5), delay "
-        "(ms, 30), clock (ms ahead, 150), firewall or cut-off; TARGET a site, host, address or "
+        "(ms, 30), clock (ms ahead, 150), firewall, cut-off, throughput-drop (%%, 75) or "
+        "path-change; TARGET a site, host, address or "
         "'SOURCE>DESTINATION' (quoted); START_MINUTE counts from the first minute sent; "
         "DURATION minutes (default: to the end). What each publishes: docs/alarms.md",
     )

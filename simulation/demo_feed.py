@@ -1,10 +1,13 @@
 """Demo adapter: publish a simulated perfSONAR mesh to ActiveMQ over STOMP, like the collectors do.
 
 Every directed link gets one histogram-owdelay and one packet-loss-rate message per minute, each
-with that minute's single datapoint. First the last `backfill_minutes` whole minutes are sent at
-once, then each new minute a few seconds after it ends. The same seed gives the same messages.
-Faults (`simulation.faults`) change what is published from their minute on, counted from the
-first minute sent.
+with that minute's single datapoint, and at perfSONAR's cadence the results of its throughput
+tests (throughput and packet-retransmits, every 4 hours) and traceroutes (packet-trace, every
+10 minutes), each in the minute it started (`simulation.throughput_traces`). First the
+throughput tests of the last three weeks (the history the service's bandwidth alarms judge) and
+the last `backfill_minutes` whole minutes are sent at once, then each new minute a few seconds
+after it ends. The same seed gives the same messages. Faults (`simulation.faults`) change what
+is published from their minute on, counted from the first minute sent.
 """
 
 from __future__ import annotations
@@ -19,7 +22,15 @@ import orjson
 import stomp
 from stomp.exception import ConnectFailedException, StompException
 
-from simulation.bus_format import Message, build_delay_message, build_loss_message
+from simulation.bus_format import (
+    MAX_DATAPOINTS,
+    Message,
+    build_delay_message,
+    build_loss_message,
+    build_retransmits_message,
+    build_throughput_message,
+    build_trace_message,
+)
 from simulation.defaults import DEFAULT_SITES
 from simulation.faults import NO_FAULTS, FaultedMinute, FaultPlan, apply_faults
 from simulation.simulator import (
@@ -28,6 +39,14 @@ from simulation.simulator import (
     build_mesh,
     simulate_minute,
     simulate_utilisation,
+)
+from simulation.throughput_traces import (
+    MeshRoutes,
+    MinuteTests,
+    build_routes,
+    simulate_tests,
+    throughput_history,
+    trace_hops,
 )
 
 HEARTBEATS_MS = (10_000, 10_000)
@@ -110,6 +129,7 @@ class _Feed:
         log: logging.Logger,
     ) -> None:
         self._mesh, self._seed, self._session = mesh, seed, session
+        self._routes = build_routes(mesh, seed)
         self._faults = faults
         #: The first minute published: the faults' minutes count from it.
         self._first_minute: int | None = None
@@ -136,6 +156,7 @@ class _Feed:
             self.sent += 1
 
     def _messages(self, minute: int) -> list[Message]:
+        history: list[Message] = []
         if self._first_minute is None:
             self._first_minute = minute
             for planned in self._faults.faults:
@@ -143,20 +164,32 @@ class _Feed:
                 onset = minute + planned.fault.start_minute
                 extra = {"fault": fault, "onset_minute": onset}
                 self._log.info("fault from epoch minute %d: %s", onset, fault, extra=extra)
-        measured = simulate_demo_minute(self._mesh, self._seed, minute)
-        faulted = apply_faults(measured, self._faults, minute - self._first_minute)
-        return minute_messages(self._mesh, faulted, self._clock())
+            history = history_messages(self._mesh, self._seed, minute, self._clock())
+        measured, tests = demo_minute(self._mesh, self._seed, minute)
+        elapsed = minute - self._first_minute
+        faulted = apply_faults(measured, self._faults, elapsed, tests, self._routes)
+        return history + minute_messages(self._mesh, faulted, self._clock(), self._routes)
 
 
 def simulate_demo_minute(mesh: Mesh, seed: int, minute: int) -> MinuteMeasurements:
     """The demo mesh's measurements of `minute` (family A), before any fault."""
+    return demo_minute(mesh, seed, minute)[0]
+
+
+def demo_minute(mesh: Mesh, seed: int, minute: int) -> tuple[MinuteMeasurements, MinuteTests]:
+    """The demo mesh's measurements of `minute` and the throughput tests and traceroutes that
+    start in it, before any fault."""
     utilisation = simulate_utilisation(mesh, minute, 1, seed)[:, 0]
-    return simulate_minute(mesh, utilisation, minute, seed)
+    measured = simulate_minute(mesh, utilisation, minute, seed)
+    return measured, simulate_tests(mesh, seed, minute, utilisation)
 
 
-def minute_messages(mesh: Mesh, faulted: FaultedMinute, sent_at: float) -> list[Message]:
+def minute_messages(
+    mesh: Mesh, faulted: FaultedMinute, sent_at: float, routes: MeshRoutes | None = None
+) -> list[Message]:
     """The bus messages of one minute: per published link a delay message (unless every probe
-    was lost: no histogram to report) and a loss message."""
+    was lost: no histogram to report) and a loss message; then (with the mesh's `routes`) the
+    minute's throughput tests, their retransmits and its traceroutes."""
     measured, ts = faulted.measurements, faulted.measurements.timestamp
     messages = []
     for link in np.flatnonzero(faulted.published).tolist():
@@ -165,6 +198,65 @@ def minute_messages(mesh: Mesh, faulted: FaultedMinute, sent_at: float) -> list[
             messages.append(build_delay_message(mesh, link, {ts: histogram}, sent_at=sent_at))
         loss = {ts: float(measured.loss[link])}
         messages.append(build_loss_message(mesh, link, loss, sent_at=sent_at))
+    if faulted.tests is not None and routes is not None:
+        messages += result_messages(mesh, faulted.tests, routes, sent_at)
+    return messages
+
+
+def result_messages(
+    mesh: Mesh, tests: MinuteTests, routes: MeshRoutes, sent_at: float
+) -> list[Message]:
+    """A throughput and a retransmits message per throughput test, a trace message per trace."""
+    messages = []
+    results = zip(
+        tests.throughput_links.tolist(),
+        tests.throughput_ts.tolist(),
+        tests.bps.tolist(),
+        tests.retransmits.tolist(),
+        strict=True,
+    )
+    for link, ts, bps, retransmits in results:
+        messages.append(build_throughput_message(mesh, link, {ts: round(bps)}, sent_at=sent_at))
+        messages.append(build_retransmits_message(mesh, link, {ts: retransmits}, sent_at=sent_at))
+    traces = zip(
+        tests.trace_links.tolist(),
+        tests.trace_ts.tolist(),
+        tests.alternative.tolist(),
+        tests.answered.tolist(),
+        strict=True,
+    )
+    for link, ts, alternative, answered in traces:
+        route = (routes.alternative if alternative else routes.usual)[link]
+        hops = trace_hops(route, float(mesh.base_delay_ms[link]), answered)
+        messages.append(build_trace_message(mesh, link, {ts: hops}, sent_at=sent_at))
+    return messages
+
+
+def history_messages(mesh: Mesh, seed: int, first_minute: int, sent_at: float) -> list[Message]:
+    """The throughput tests of the weeks before `first_minute` (`throughput_history`), up to
+    `MAX_DATAPOINTS` per message and link, as a collector's backlog brings them."""
+    rates: dict[int, dict[int, int]] = {}
+    counts: dict[int, dict[int, int]] = {}
+    history = throughput_history(mesh, seed, first_minute)
+    results = zip(
+        history.links.tolist(),
+        history.ts.tolist(),
+        history.bps.tolist(),
+        history.retransmits.tolist(),
+        strict=True,
+    )
+    for link, ts, bps, retransmits in results:
+        rates.setdefault(link, {})[ts] = round(bps)
+        counts.setdefault(link, {})[ts] = retransmits
+    messages = []
+    for link in sorted(rates):
+        times = sorted(rates[link])
+        for start in range(0, len(times), MAX_DATAPOINTS):
+            chunk = times[start : start + MAX_DATAPOINTS]
+            rate = {ts: rates[link][ts] for ts in chunk}
+            count = {ts: counts[link][ts] for ts in chunk}
+            messages.append(build_throughput_message(mesh, link, rate, sent_at=sent_at))
+            messages.append(build_retransmits_message(mesh, link, count, sent_at=sent_at))
     return messages
 
 

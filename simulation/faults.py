@@ -2,9 +2,10 @@
 
 `parse_fault` reads one `--fault KIND:TARGET:START_MINUTE[:VALUE][:DURATION]` of `nettel
 simulate`; `plan_faults` binds faults to a mesh's links; `apply_faults` (pure) turns one minute
-of simulated measurements into what the mesh's toolkits would publish under the faults active
-then. START_MINUTE counts from the feed's first minute (its first back-filled one); DURATION is
-in minutes, the fault lasting to the end without it.
+of simulated measurements (and the throughput tests and traceroutes that start in it,
+`simulation.throughput_traces`) into what the mesh's toolkits would publish under the faults
+active then. START_MINUTE counts from the feed's first minute (its first back-filled one);
+DURATION is in minutes, the fault lasting to the end without it.
 
 The kinds, and what a perfSONAR toolkit would publish under each (powstream in pScheduler's
 latencybg test: the source host leads the test, sends the probes and fetches the receiver's
@@ -30,13 +31,28 @@ record of them over OWAMP's control connection, then archives the result):
     Probes into the target are blocked (the OWAMP test ports, not its control port): every link
     into it publishes a loss of 1.0 and no histogram; links out of it are untouched.
 ``cut-off`` (host, site)
-    The target's network is down. Nothing about its links is published: its own toolkit
-    reaches neither the far ends nor the archive, and a remote source sending into it cannot
-    fetch the receiver's record (powstream fetches it over a control connection that no longer
-    opens), so it has no result to archive. A test led by the receiver (`flip`) would at most
-    publish 100 % loss for the session in flight at the cut, then nothing either. So a cut-off
-    site shows as its links falling silent while every other link goes on, not as 100 % loss
-    (which needs the control connection: the firewall case).
+    The target's network is down. Nothing about its links' delay and loss is published: its
+    own toolkit reaches neither the far ends nor the archive, and a remote source sending into
+    it cannot fetch the receiver's record (powstream fetches it over a control connection that
+    no longer opens), so it has no result to archive. A test led by the receiver (`flip`) would
+    at most publish 100 % loss for the session in flight at the cut, then nothing either. So a
+    cut-off site shows as its links falling silent while every other link goes on, not as 100 %
+    loss (which needs the control connection: the firewall case). Throughput tests to and from
+    it fail (no result); its own traceroutes are not archived; a remote source's traceroute
+    into it is (the source leads it and archives it itself): it answers up to the last router
+    before the target's site and is silent from there to TTL 30, so it does not reach its
+    destination.
+``throughput-drop`` (link, host, site; VALUE: percent of the rate lost, default 75)
+    Every throughput test of the target's links gets VALUE percent less (a failing optic, a
+    duplex mismatch, a rate limiter, a NIC that renegotiated to a lower speed); delay and loss
+    as before.
+``path-change`` (link, host, site)
+    The target's links take their alternative route (other backbone routers,
+    `throughput_traces.build_routes`): their traceroutes show a new set of hops that persists.
+    Delay and loss as before (combine with ``delay`` for a longer route).
+
+The loss, delay and clock faults change what OWAMP measures only, the throughput drop and the
+path change the throughput tests and traceroutes only: each kind tests one alarm.
 
 A host target names a host name or its address; in the simulated meshes each site has one
 latency host, so a host and its site cover the same links (an alarm engine still tells them
@@ -53,6 +69,7 @@ from enum import StrEnum
 import numpy as np
 
 from simulation.simulator import BUCKETS_PER_MS, Mesh, MinuteMeasurements
+from simulation.throughput_traces import MeshRoutes, MinuteTests, upstream_hops
 
 FAULT_SYNTAX = "KIND:TARGET:START_MINUTE[:VALUE][:DURATION]"
 LINK_SEPARATOR = ">"
@@ -68,6 +85,8 @@ class FaultKind(StrEnum):
     CLOCK = "clock"
     FIREWALL = "firewall"
     CUT_OFF = "cut-off"
+    THROUGHPUT_DROP = "throughput-drop"
+    PATH_CHANGE = "path-change"
 
 
 class TargetKind(StrEnum):
@@ -84,6 +103,8 @@ VALUES: dict[FaultKind, tuple[str, float] | None] = {
     FaultKind.CLOCK: ("ms", 150.0),
     FaultKind.FIREWALL: None,
     FaultKind.CUT_OFF: None,
+    FaultKind.THROUGHPUT_DROP: ("percent", 75.0),
+    FaultKind.PATH_CHANGE: None,
 }
 #: Which targets each kind takes: a clock, a firewall or a cut belongs to a host or a site.
 TARGETS: dict[FaultKind, tuple[TargetKind, ...]] = {
@@ -93,6 +114,8 @@ TARGETS: dict[FaultKind, tuple[TargetKind, ...]] = {
     FaultKind.CLOCK: (TargetKind.HOST, TargetKind.SITE),
     FaultKind.FIREWALL: (TargetKind.HOST, TargetKind.SITE),
     FaultKind.CUT_OFF: (TargetKind.HOST, TargetKind.SITE),
+    FaultKind.THROUGHPUT_DROP: tuple(TargetKind),
+    FaultKind.PATH_CHANGE: tuple(TargetKind),
 }
 
 
@@ -149,6 +172,8 @@ class PlannedFault:
     hosts: tuple[int, ...]
     links: np.ndarray
     shift_ms: np.ndarray
+    #: Of `links`, those into the target (a host or site target; a link target's link).
+    into: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,10 +191,13 @@ NO_FAULTS = FaultPlan()
 
 @dataclass(frozen=True, eq=False)
 class FaultedMinute:
-    """A minute of measurements under the active faults, and which links publish it at all."""
+    """A minute of measurements under the active faults, and which links publish it at all;
+    the throughput tests and traceroutes that start in it under the faults (None: none
+    simulated)."""
 
     measurements: MinuteMeasurements
     published: np.ndarray = field(repr=False)
+    tests: MinuteTests | None = None
 
 
 def parse_fault(text: str) -> Fault:
@@ -231,14 +259,20 @@ def plan_fault_flags(texts: Sequence[str], mesh: Mesh) -> FaultPlan:
 
 
 def apply_faults(
-    measured: MinuteMeasurements, plan: FaultPlan, elapsed_minutes: int
+    measured: MinuteMeasurements,
+    plan: FaultPlan,
+    elapsed_minutes: int,
+    tests: MinuteTests | None = None,
+    routes: MeshRoutes | None = None,
 ) -> FaultedMinute:
-    """`measured` as published under the faults active `elapsed_minutes` after the first minute:
-    losses first (each thins what the ones before left), then the delay shifts, summed."""
+    """`measured` (and `tests`, on `routes`) as published under the faults active
+    `elapsed_minutes` after the first minute: losses first (each thins what the ones before
+    left), then the delay shifts, summed; throughput drops multiply."""
     received = measured.received.copy()
     published = np.ones(len(received), dtype=bool)
     shift_ms = np.zeros(len(received))
-    for planned in plan.active(elapsed_minutes):
+    active = plan.active(elapsed_minutes)
+    for planned in active:
         links, kind = planned.links, planned.fault.kind
         if kind in (FaultKind.COMPLETE_LOSS, FaultKind.FIREWALL):
             received[links] = 0
@@ -252,7 +286,37 @@ def apply_faults(
     shift = np.rint(shift_ms * BUCKETS_PER_MS).astype(measured.buckets.dtype)
     buckets = measured.buckets + shift[:, None] if shift.any() else measured.buckets
     faulted = replace(measured, buckets=buckets, received=received)
-    return FaultedMinute(faulted, published)
+    if tests is not None and routes is not None:
+        tests = _faulted_tests(tests, routes, active)
+    return FaultedMinute(faulted, published, tests)
+
+
+def _faulted_tests(
+    tests: MinuteTests, routes: MeshRoutes, active: list[PlannedFault]
+) -> MinuteTests:
+    """Throughput drops, path changes and cut-offs applied to a minute's tests."""
+    bps, alternative = tests.bps.copy(), tests.alternative.copy()
+    answered = tests.answered.copy()
+    n_links = len(routes.usual)
+    silent, unreached = np.zeros(n_links, bool), np.zeros(n_links, bool)
+    for planned in active:
+        links, kind = planned.links, planned.fault.kind
+        if kind is FaultKind.THROUGHPUT_DROP:
+            kept = 1 - (planned.fault.value or 0.0) / 100
+            bps[links[tests.throughput_links]] *= kept
+        elif kind is FaultKind.PATH_CHANGE:
+            alternative |= links[tests.trace_links]
+        elif kind is FaultKind.CUT_OFF:
+            silent |= links & ~planned.into  # the target's own tests: not archived
+            unreached |= planned.into
+    cut = unreached[tests.trace_links]
+    if cut.any():
+        for position in np.flatnonzero(cut).tolist():
+            link = int(tests.trace_links[position])
+            chosen = routes.alternative if alternative[position] else routes.usual
+            answered[position] = upstream_hops(chosen[link])
+    tested = replace(tests, bps=bps, alternative=alternative, answered=answered)
+    return tested.without(silent | unreached, silent)
 
 
 def _kind(text: str) -> FaultKind:
@@ -288,6 +352,8 @@ def _value(kind: FaultKind, text: str) -> float | None:
         raise ValueError(f"{kind} VALUE must be a number of {unit[0]}, not {text!r}") from None
     if kind is FaultKind.LOSS and not 0 < value <= 100:
         raise ValueError(f"loss VALUE is a percentage in (0, 100], not {value:g}")
+    if kind is FaultKind.THROUGHPUT_DROP and not 0 < value < 100:
+        raise ValueError(f"throughput-drop VALUE is a percentage in (0, 100), not {value:g}")
     if kind is FaultKind.DELAY and not 0 < value <= MAX_SHIFT_MS:
         raise ValueError(f"delay VALUE is a step up in ms, in (0, {MAX_SHIFT_MS:g}], not {value:g}")
     if kind is FaultKind.CLOCK and not (value != 0 and abs(value) <= MAX_SHIFT_MS):
@@ -323,7 +389,7 @@ def _planned(mesh: Mesh, fault: Fault) -> PlannedFault:
         shift = np.where(into, value, 0.0) - np.where(out_of, value, 0.0)
     else:
         shift = np.zeros(mesh.n_links)
-    return PlannedFault(fault, target_kind, hosts, links, shift)
+    return PlannedFault(fault, target_kind, hosts, links, shift, links & into)
 
 
 def _host(mesh: Mesh, name: str) -> tuple[int, TargetKind]:
