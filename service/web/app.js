@@ -80,13 +80,17 @@
     events.addEventListener("error", () => setConnection("reconnecting", "down"));
     events.addEventListener("matrix", (event) => {
       const matrix = JSON.parse(event.data);
+      matrix.links.forEach((link) => dateThroughput(link, matrix.generated_at));
       state.links = new Map(matrix.links.map((link) => [pairKey(link.source, link.destination), link]));
       state.model = matrix.model;
       applyUpdate(matrix.generated_at);
     });
     events.addEventListener("changes", (event) => {
       const changes = JSON.parse(event.data);
-      for (const link of changes.links) state.links.set(pairKey(link.source, link.destination), link);
+      for (const link of changes.links) {
+        dateThroughput(link, changes.generated_at);
+        state.links.set(pairKey(link.source, link.destination), link);
+      }
       for (const gone of changes.removed || []) {
         const key = pairKey(gone.source, gone.destination);
         state.links.delete(key);
@@ -94,6 +98,13 @@
       }
       applyUpdate(changes.generated_at);
     });
+  }
+
+  // A record's throughput age is as of the matrix that carried it; the stream sends a link again
+  // only when it changes, so the page keeps the test's start and ages it itself.
+  function dateThroughput(link, generatedAt) {
+    link.throughputStarted = link.throughput_age_s === null || link.throughput_age_s === undefined
+      ? null : generatedAt - link.throughput_age_s;
   }
 
   // Open alarms: all of them on connect (`alarms`), then each opened or closed; the list and the
@@ -348,6 +359,7 @@
         ` min ${fmt(delay.min, 2)})`,
       `loss ${percent(link.packet_loss)}`,
       utilisationText(link),
+      throughputText(link.throughput_bps, link.throughputStarted),
       `freshness ${freshness(link.last_measurement)}`,
     );
     if (link.stale) lines.push(`stale: ${STALE_RULE}`);
@@ -371,6 +383,25 @@
       text += `, P(utilisation > 70 %) ${fmt(link.congestion_probability, 2)}`;
     }
     return text;
+  }
+
+  // The latest throughput test: its rate and how long ago it started (tests run every few hours,
+  // so the value can be hours old; the site pair shows the newest of its host pairs').
+  function throughputText(bps, startedAt) {
+    if (bps === null || bps === undefined) return "throughput: no test yet";
+    return `throughput ${rate(bps)} (test started ${age(Date.now() / 1000 - startedAt)} ago)`;
+  }
+
+  function rate(bps) {
+    const [value, unit] = bps >= 1e9 ? [bps / 1e9, "Gb/s"] : bps >= 1e6 ? [bps / 1e6, "Mb/s"] : [bps / 1e3, "kb/s"];
+    return `${value.toFixed(value >= 100 ? 0 : value >= 10 ? 1 : 2)} ${unit}`;
+  }
+
+  function age(seconds) {
+    seconds = Math.max(0, seconds);
+    if (seconds < 120) return `${Math.round(seconds)} s`;
+    if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
+    return `${(seconds / 3600).toFixed(1)} h`;
   }
 
   function freshness(lastMeasurement) {
@@ -431,12 +462,14 @@
     const ago = history.map(([at]) => (at - state.generatedAt) / 60);
     byId("detail-note").textContent =
       `showing ${link.source_host || link.source} → ${link.destination_host || link.destination}`;
-    byId("detail-status").replaceChildren(...statusLines(detail.link, detail.features).map((line) => {
+    const lines = [...statusLines(detail.link, detail.features), throughputLine(detail.throughput)];
+    byId("detail-status").replaceChildren(...lines.map((line) => {
       const item = document.createElement("li");
       item.className = line.kind;
       item.textContent = line.text;
       return item;
     }));
+    renderPath(detail.path);
     byId("charts").replaceChildren(
       lineChart("one-way delay (ms), last 32 minutes", minutes,
         [series.delay_mean, series.delay_median, series.delay_min], ["mean", "median", "min"],
@@ -469,6 +502,49 @@
       lines.push({ kind: "clock", text: `clock suspect: ${CLOCK_RULE} (delay min ${fmt(delay.min, 2)} ms)` });
     }
     return lines;
+  }
+
+  // The host pair's latest throughput test, with AAAS's view of its three weeks of results when
+  // there are enough of them (the bandwidth alarms' rule).
+  function throughputLine(throughput) {
+    const text = throughputText(throughput.bps, throughput.started_at);
+    const bandwidth = throughput.bandwidth;
+    if (!bandwidth || bandwidth.z === null) return { kind: "throughput", text };
+    const change = `${(bandwidth.change * 100).toFixed(0)} %`;
+    return {
+      kind: "throughput",
+      text: `${text}; newest ${bandwidth.bin_days}-day bin ${rate(bandwidth.newest_bin_mean_bps)}, ` +
+        `${change} against the mean of ${bandwidth.bins} bins (z ${bandwidth.z.toFixed(2)})`,
+    };
+  }
+
+  // The host pair's current network path (its latest traceroute) and its recent changes.
+  function renderPath(path) {
+    const summary = byId("path-summary");
+    const hops = byId("path-hops");
+    if (!path.traced_at) {
+      summary.textContent = "no traceroute yet";
+      hops.replaceChildren();
+      return;
+    }
+    const reached = path.reaches_destination === null ? "destination not known by address"
+      : path.reaches_destination ? "reaches the destination" : "stops before the destination";
+    const changes = `${path.changes_last_24h} change${path.changes_last_24h === 1 ? "" : "s"}`;
+    summary.textContent = `${path.hops.length} hops, ${reached}; this path since ` +
+      `${new Date(path.since * 1000).toLocaleString()}, ${changes} in the last 24 h ` +
+      `(traced ${age(Date.now() / 1000 - path.traced_at)} ago)`;
+    hops.replaceChildren(...path.hops.map((hop) => {
+      const item = document.createElement("li");
+      item.value = hop.ttl;
+      if (hop.address === null) {
+        item.className = "silent";
+        item.textContent = "no answer";
+      } else {
+        const rtt = hop.rtt_ms === null ? "" : ` ${hop.rtt_ms} ms`;
+        item.textContent = `${hop.address}${hop.asn ? ` (AS${hop.asn})` : ""}${rtt}`;
+      }
+      return item;
+    }));
   }
 
   async function fetchJson(url) {

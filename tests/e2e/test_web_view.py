@@ -2,6 +2,10 @@
 the shipped model (utilisation, its interval, the congestion probability) and crafted links that
 are congested, clock-suspect (negative delays) and stale (nothing for 8 minutes).
 
+The latest throughput test of a site pair (its tooltip) and of a host pair (the detail panel,
+with AAAS's scores of its history), and the host pair's network path from its latest
+traceroute: the simulator publishes both at perfSONAR's cadence.
+
 Open network alarms: listed above the heatmap and their site pairs outlined, following
 /alarms/stream as alarms open and close (a service in this process over the in-memory broker, the
 alarms recorded in its book as the engine records them), and what the page says with --alarms
@@ -202,6 +206,7 @@ def test_heatmap_shows_congestion_and_opens_the_series(
         page.goto(f"{service.url}/")
         check_page(page, source, destination, (SITES + 1) * SITES)
         check_flags(page)
+        check_throughput_and_path(page, service.url)
         page.screenshot(path=str(tmp_path / "web-view.png"), full_page=True)
         browser.close()
     assert errors == []
@@ -236,6 +241,39 @@ def check_flags(page) -> None:
     expect(page.locator("#help")).to_contain_text(CONGESTED_RULE)
     page.click("#help-close")
     expect(page.locator("#help")).to_be_hidden()
+
+
+THROUGHPUT_TEXT = re.compile(
+    r"throughput \d+(\.\d+)? [GM]b/s \(test started \d+(\.\d)? (s|min|h) ago\)"
+)
+
+
+def check_throughput_and_path(page, url: str) -> None:
+    """A simulated site pair's tooltip shows its latest test; its host pair's detail shows the
+    test and the path the simulator's traceroutes took, hop by hop, as /links serves it."""
+    expect = sync_api.expect
+    cell = page.locator('#heatmap rect.cell[data-source="SITE-01"][data-destination="SITE-02"]')
+    cell.hover()
+    expect(page.locator("#tooltip")).to_contain_text(THROUGHPUT_TEXT)
+    cell.click()
+    expect(page.locator("#detail-title")).to_have_text("SITE-01 → SITE-02")
+    simulated = page.locator("#pair-select option", has_text="ps-latency.site01").first
+    page.select_option("#pair-select", simulated.get_attribute("value"))
+    line = page.locator("#detail-status li.throughput")
+    expect(line).to_contain_text(THROUGHPUT_TEXT)
+    expect(line).to_contain_text(
+        re.compile(r"newest 4-day bin .* against the mean of \d bins \(z -?\d")
+    )
+    mesh = build_mesh(SITES, SEED)
+    detail = get_json(f"{url}/links/{mesh.host_ips[0]}/{mesh.host_ips[1]}")
+    hops = [hop["address"] for hop in detail["path"]["hops"]]
+    assert hops[-1] == mesh.host_ips[1] and len(hops) >= 7
+    expect(page.locator("#path-hops li")).to_have_count(len(hops))
+    expect(page.locator("#path-hops li").first).to_contain_text(f"{hops[0]} (AS")
+    expect(page.locator("#path-hops li").last).to_contain_text(hops[-1])
+    summary = page.locator("#path-summary")
+    expect(summary).to_contain_text(f"{len(hops)} hops, reaches the destination; this path since")
+    expect(summary).to_contain_text("0 changes in the last 24 h")
 
 
 def check_page(page, source: str, destination: str, pairs: int) -> None:
