@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
-from training.decisions.report import decision_report, paired_comparison, read_runs, request_times
+from training.decisions.report import (
+    decision_report,
+    paired_comparison,
+    read_runs,
+    request_times,
+    throughput_comparisons,
+)
 
 
 def write_runs(directory: Path) -> Path:
@@ -121,3 +127,17 @@ def test_evaluate_sets_each_throughput_policy_and_served_without_tests_against_s
     assert "| served_tput | served | 4 | 21.00 | 25.00 | -16.0 % | 0.375 | 2 of 2 |" in out
     assert "| served | served without tests | 4 | 25.00 | 25.00 | +0.0 % |" in out
     assert "| scenario-2-000 | 2 | 15.00 | 14.00 |" in out
+
+
+def test_the_committed_throughput_capture_gives_the_figures_the_docs_quote() -> None:
+    """docs/decisions.md section 8 and docs/model.md section 11 quote these."""
+    data = Path(__file__).parents[2] / "training" / "data" / "decisions"
+    lines = read_runs(data / "tput" / "held-out")
+    comparisons = throughput_comparisons(lines, "regular", read_runs(data / "held-out"))
+    by = {(c.label, c.baseline): c for c in comparisons}
+    served_tput = by[("served_tput", "served")]
+    assert (served_tput.requests, round(served_tput.mean_s, 2)) == (215, 17.82)
+    assert round(100 * served_tput.change, 1) == 3.4 and round(served_tput.p_lower or 0, 2) == 0.79
+    assert round(100 * by[("tput_only", "served")].change, 1) == 14.6
+    with_tests = by[("served", "served without tests")]
+    assert (round(with_tests.mean_s, 2), round(with_tests.baseline_mean_s, 2)) == (17.23, 17.53)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from service.cli import main
 from simulation.decision_world import ThroughputTests
 from training.decisions.policies import POLICIES, served_with_throughput
 from training.decisions.rucio_mirror import RucioMirror
@@ -165,3 +167,15 @@ def test_served_tput_adds_the_fitted_aged_term_and_a_fresh_low_result_turns_it_a
     assert choose(100.0, history, mirror, rng).path == 1  # the fresh low result outweighs 0.1
     assert choose(3000.0, history, mirror, rng).path == 0  # aged 10 tau: the cost decides
     assert served(100.0, history, mirror, rng).path == 0
+
+
+def test_the_fitted_constants_are_the_rules_choice_on_the_committed_training_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    train = Path(__file__).parents[2] / "training" / "data" / "decisions" / "tput" / "train"
+    assert main(["evaluate", "--decisions", str(train), "--fit-throughput"]) == 0
+    out = capsys.readouterr().out
+    assert "chosen 0.6578, served cost alone 0.6212" in out
+    assert "chosen: 1.0514 h + 0.9084 exp(-age / 300 s) (T_ref / T - 1), T_ref = 0.7425" in out
+    assert "condition 1 (training): fails" in out
+    assert FITTED_THROUGHPUT_SHAPE.reference_bps == 742_534.0
