@@ -83,7 +83,7 @@ def _add_throughput(result: MeasurementResult) -> None:
         key = c.label if c.baseline == "served" else "served_with_tests"
         result.add(f"tput_{key}_mean_s", f"with tests: {c.label} mean", c.mean_s, "s")
         result.add(
-            f"tput_{key}_change", f"with tests: {c.label} mean against {c.baseline}", c.change
+            f"tput_{key}_change", f"with tests: {c.label} mean / {c.baseline} mean - 1", c.change
         )
         result.add(f"tput_{key}_p", f"with tests: {c.label} < {c.baseline}, paired p", c.p_lower)
 
