@@ -21,6 +21,7 @@ from types import ModuleType
 
 from benchmarks.context import SuiteContext, Unavailable
 from benchmarks.measurements import (
+    alarm_detection,
     alarms,
     alto_endpoint_cost,
     alto_updates,
@@ -89,6 +90,7 @@ MEASUREMENTS: dict[str, ModuleType] = {
         served_calibration,
         decisions,
         alarms,
+        alarm_detection,
         spark_dataset,
         spark_dataset_archive,
     )

@@ -58,6 +58,11 @@ class Sizes:
     topology_links: int
     topology_repeats: int
     warm_links: tuple[int, ...]
+    #: Fault sets (seeds) of the alarm replays; hours of the fault-free replay (24: a UTC day,
+    #: and AAAS's day of faults after it); fault-free minutes before the other seeds' faults.
+    alarm_seeds: int
+    alarm_calm_hours: float
+    alarm_warmup_minutes: int
 
 
 FULL = Sizes(
@@ -109,6 +114,9 @@ FULL = Sizes(
     topology_links=15_000,
     topology_repeats=5,
     warm_links=(15_000, 100_000),
+    alarm_seeds=5,
+    alarm_calm_hours=24.0,
+    alarm_warmup_minutes=120,
 )
 
 QUICK = Sizes(
@@ -160,4 +168,7 @@ QUICK = Sizes(
     topology_links=1_000,
     topology_repeats=2,
     warm_links=(60,),
+    alarm_seeds=2,
+    alarm_calm_hours=1.0,
+    alarm_warmup_minutes=60,
 )
