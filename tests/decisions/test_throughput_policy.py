@@ -179,3 +179,13 @@ def test_the_fitted_constants_are_the_rules_choice_on_the_committed_training_run
     assert "chosen: 1.0514 h + 0.9084 exp(-age / 300 s) (T_ref / T - 1), T_ref = 0.7425" in out
     assert "condition 1 (training): fails" in out
     assert FITTED_THROUGHPUT_SHAPE.reference_bps == 742_534.0
+
+
+def test_simulate_refuses_a_throughput_policy_without_tests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["simulate", "--family", "C", "--decisions", str(tmp_path), "--scenarios", "1",
+            "--herding-scenarios", "0", "--policies", "served,served_tput"]  # fmt: skip
+    assert main(args) == 2
+    assert "--policies ['served_tput'] need --throughput-tests" in capsys.readouterr().err
+    assert not (tmp_path / "runs.jsonl").exists()
