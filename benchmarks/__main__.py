@@ -34,6 +34,7 @@ from benchmarks.measurements import (
     ha_failover,
     ha_failover_rabbitmq,
     ingest,
+    ingest_mixed,
     ingest_rabbitmq,
     link_flood,
     memory,
@@ -70,6 +71,7 @@ MEASUREMENTS: dict[str, ModuleType] = {
     for module in (
         ingest,
         ingest_rabbitmq,
+        ingest_mixed,
         cycle,
         memory,
         link_flood,

@@ -41,13 +41,28 @@ from devtools.activemq import ActiveMQProcess
 from devtools.rabbitmq import RabbitMQProcess
 from devtools.service_process import ServiceProcess, launch_service
 from service.broker.flavour import Flavour
-from service.config import DELAY_TOPIC, LOSS_TOPIC, Settings
+from service.config import (
+    DELAY_TOPIC,
+    LOSS_TOPIC,
+    RETRANSMITS_TOPIC,
+    THROUGHPUT_TOPIC,
+    TRACE_TOPIC,
+    Settings,
+)
 from service.ingest.pipeline import IngestPipeline
 from service.parse.records import MeasurementKind
 from service.state.link_state import LinkState
 
 NAME = "ingest"
 TOPICS = (DELAY_TOPIC, LOSS_TOPIC)
+#: Every topic `nettel serve` subscribes to by default, by the event type it carries.
+TOPIC_KINDS = {
+    DELAY_TOPIC: MeasurementKind.DELAY,
+    LOSS_TOPIC: MeasurementKind.LOSS,
+    THROUGHPUT_TOPIC: MeasurementKind.THROUGHPUT,
+    RETRANSMITS_TOPIC: MeasurementKind.RETRANSMITS,
+    TRACE_TOPIC: MeasurementKind.TRACE,
+}
 SERVICE_CLIENT = "bench-svc"
 BARE_CLIENT = "bench-bare"
 #: Broker prefetch for both consumers. Not the service's default (20,000): on this ActiveMQ
@@ -159,7 +174,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
         result.details["broker_limits"] = broker_limits(broker)
         result.details["flow_control_log_lines"] = flow_control_lines(broker)[:20]
     ctx.log("ingest: in-process pipeline and receive path")
-    alone_rate, alone_profile = _pipeline_alone(corpus)
+    alone_rate, alone_profile = pipeline_alone(corpus)
     rate_figures(result, corpus, rounds, "activemq")
     result.add("pipeline_alone_rate", "parse+apply in-process, no broker", alone_rate, "msg/s")
     _receive_figures(result, receive_cpu_us(corpus.messages[:PIPELINE_MESSAGES]))
@@ -180,8 +195,10 @@ def ingest_round(
     corpus: Corpus,
     number: int,
     flavour: Flavour,
+    topics: tuple[str, ...] = TOPICS,
 ) -> Round:
-    """Publish the corpus, then drain both copies: the bare consumer first in odd rounds."""
+    """Publish the corpus, then drain both copies: the bare consumer first in odd rounds (it
+    subscribes to `topics`; the service to its default topics)."""
     ctx.log(f"ingest ({flavour}): round {number}: publishing")
     published = publish_all(broker.brokers, corpus.messages, ctx.sizes.producer_threads)
     ctx.log(f"ingest ({flavour}): round {number}: published at {published.rate:,.0f} msg/s")
@@ -189,7 +206,7 @@ def ingest_round(
 
     def bare_drain() -> dict:
         broker_before = tree_cpu_seconds(broker_pid)
-        bare = _run_bare_consumer(ctx, broker.brokers, n, flavour)
+        bare = _run_bare_consumer(ctx, broker.brokers, n, flavour, topics)
         rate = bare.get("rate") or 0
         ctx.log(f"ingest ({flavour}): round {number}: bare consumer {rate:,.0f} msg/s")
         return bare | {"broker_cpu": tree_cpu_seconds(broker_pid) - broker_before}
@@ -216,16 +233,20 @@ def corpus_figures(result: MeasurementResult, corpus: Corpus) -> None:
     )
 
 
-def register_subscriptions(brokers: str, flavour: Flavour) -> None:
+def register_subscriptions(
+    brokers: str, flavour: Flavour, topics: tuple[str, ...] = TOPICS
+) -> None:
     """Both consumers' durable subscriptions, so the broker keeps what is published next."""
     for client in (SERVICE_CLIENT, BARE_CLIENT):
-        register_durable(brokers, client, durable_subscriptions(client, TOPICS, PREFETCH, flavour))
+        register_durable(brokers, client, durable_subscriptions(client, topics, PREFETCH, flavour))
 
 
-def _run_bare_consumer(ctx: SuiteContext, brokers: str, expected: int, flavour: Flavour) -> dict:
+def _run_bare_consumer(
+    ctx: SuiteContext, brokers: str, expected: int, flavour: Flavour, topics: tuple[str, ...]
+) -> dict:
     output = ctx.work / "bare-consumer.json"
     command = [sys.executable, "-m", "benchmarks.support.bare_consumer", "--brokers", brokers]
-    command += ["--client-id", BARE_CLIENT, "--topics", ",".join(TOPICS), "--flavour", flavour]
+    command += ["--client-id", BARE_CLIENT, "--topics", ",".join(topics), "--flavour", flavour]
     command += ["--expect", str(expected), "--prefetch", str(PREFETCH), "--output", str(output)]
     command += ["--idle-timeout", str(IDLE_TIMEOUT)]
     before = _children_cpu()
@@ -317,11 +338,11 @@ def _connected_at(log_path: Path) -> float | None:
     return None
 
 
-def _pipeline_alone(corpus: Corpus) -> tuple[float, dict]:
+def pipeline_alone(corpus: Corpus) -> tuple[float, dict]:
     """Parse + apply in-process (no broker, no HTTP) in the service's batches; timed, profiled."""
     frames = [(m.destination, m.body, None) for m in corpus.messages[:PIPELINE_MESSAGES]]
     batches = [frames[i : i + PIPELINE_BATCH] for i in range(0, len(frames), PIPELINE_BATCH)]
-    topics = {DELAY_TOPIC: MeasurementKind.DELAY, LOSS_TOPIC: MeasurementKind.LOSS}
+    topics = TOPIC_KINDS
     pipeline = IngestPipeline(LinkState(), topics)
     started = time.perf_counter()
     for batch in batches:

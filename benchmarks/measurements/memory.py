@@ -24,7 +24,12 @@ METHOD = (
     "(after they parsed one message; the RSS target counts both). Link state per link = "
     "`LinkBuffers.nbytes_per_link()` (bytes per allocated row) + the index's traced bytes per "
     "link; the capacity headroom of doubling is reported separately. TensorFlow/Keras: "
-    "whether either is in `sys.modules`."
+    "whether either is in `sys.modules`. Then every link is given throughput results (one in "
+    "each 4-day bin), a retransmit count and a path (its two ends and 6-12 routers drawn from "
+    "a pool of 20,000 interfaces, `memory_probe.fill_results`), and VmRSS is read again. "
+    "Throughput and path state per link = the bytes per row of their columns "
+    "(`RowColumns.nbytes_per_row()`) + the hop table's bytes (address strings, lookup, AS "
+    "numbers, by `sys.getsizeof`) over the links."
 )
 
 
@@ -93,6 +98,25 @@ def _figures(result: MeasurementResult, p: dict) -> None:
         "MiB",
     )
     result.add(f"rss_{key}", f"{n:,} links: RSS after one cycle", p["rss_after_cycle"] / MIB, "MiB")
+    results_per_link = p["results_bytes_per_row"] + p["hop_table_bytes"] / n
+    result.add(
+        f"results_per_link_{key}",
+        f"{n:,} links: throughput and path state per link (columns + hop table)",
+        round(results_per_link),
+        "B",
+    )
+    result.add(
+        f"hop_table_{key}",
+        f"{n:,} links: hop table ({p['hop_addresses']:,} addresses)",
+        p["hop_table_bytes"] / MIB,
+        "MiB",
+    )
+    result.add(
+        f"rss_results_{key}",
+        f"{n:,} links: RSS with every link's throughput results and path",
+        p["rss_with_results"] / MIB,
+        "MiB",
+    )
     result.add(f"rss_peak_{key}", f"{n:,} links: peak RSS", p["rss_peak"] / MIB, "MiB")
     result.add(
         f"rss_parsers_{key}",
@@ -121,6 +145,9 @@ def _targets(result: MeasurementResult, probes: list[dict]) -> None:
     rss = (largest["rss_after_cycle"] + largest["rss_parsers"]) / MIB
     label = f"RSS at {largest['links']:,} links after one cycle (with parser processes)"
     result.target("rss_largest", label, rss, "<=", 500, "MiB")
+    results = largest["results_bytes_per_row"] + largest["hop_table_bytes"] / largest["links"]
+    label = f"throughput and path state per link at {largest['links']:,} links"
+    result.target("results_per_link", label, results, "<=", 512, "B")
     tf = any(p["tensorflow_imported"] or p["keras_imported"] for p in probes)
     result.target(
         "tensorflow_imported", "TensorFlow/Keras imported (1 = yes)", float(tf), "<=", 0, ""

@@ -5,7 +5,8 @@
 Imports the serving stack, builds the runtime `nettel serve` builds (broker never contacted),
 fills its link state (index under tracemalloc, so the index's own bytes are known), creates the
 HTTP app, runs one matrix cycle and compresses the body once (what the first gzip client
-triggers), then prints one JSON object: sizes, RSS now and at peak, and whether TensorFlow or
+triggers), then gives every link throughput results and a path (`fill_results`), and prints
+one JSON object: sizes, RSS now and at peak (and with the results), and whether TensorFlow or
 Keras were imported.
 """
 
@@ -18,10 +19,15 @@ import sys
 import time
 import tracemalloc
 
+import numpy as np
+
 from benchmarks.support.link_fill import fill_buffers, fill_index
 from benchmarks.support.proc import memory_of
 from service.ingest.parser_processes import ParserProcesses
-from service.parse.records import MeasurementKind
+from service.parse.packet_trace import path_fingerprint
+from service.parse.records import MeasurementKind, Trace, TraceHop
+from service.state.link_state import LinkState
+from service.state.throughput_state import BIN_SECONDS, BINS
 
 
 def _parsers_rss(parsers: ParserProcesses) -> int:
@@ -31,8 +37,6 @@ def _parsers_rss(parsers: ParserProcesses) -> int:
 
 
 def probe(n_links: int, model: str) -> dict[str, object]:
-    import numpy as np
-
     from service.config import load_settings
     from service.memory import relax_garbage_collection
     from service.publish.app import create_app
@@ -49,7 +53,7 @@ def probe(n_links: int, model: str) -> dict[str, object]:
     index_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     for row in range(n_links):
-        state.buffers.ensure_row(row)
+        state.ensure_row(row)
     fill_buffers(state.buffers, n_links, int(time.time() // 60) - 1, np.random.default_rng(11))
     started = time.perf_counter()
     matrix = runtime.cycle.recompute()
@@ -59,7 +63,10 @@ def probe(n_links: int, model: str) -> dict[str, object]:
     rss = memory_of()
     parsers_rss = _parsers_rss(runtime.parsers) if runtime.parsers else 0
     buffers = state.buffers
-    return {
+    results = fill_results(state, n_links, time.time(), np.random.default_rng(12))
+    gc.collect()
+    return results | {
+        "rss_with_results": memory_of()["VmRSS"],
         "links": n_links,
         "capacity": buffers.capacity,
         "buffer_bytes_per_row": buffers.nbytes_per_link(),
@@ -74,6 +81,49 @@ def probe(n_links: int, model: str) -> dict[str, object]:
         "cycle_seconds": cycle_seconds,
         "tensorflow_imported": "tensorflow" in sys.modules,
         "keras_imported": "keras" in sys.modules,
+    }
+
+
+#: Router interfaces the made-up paths cross (WLCG's meshes cross some tens of thousands), and
+#: the hops of a path between its two ends.
+HOP_POOL = 20_000
+PATH_HOPS = (6, 12)
+
+
+def fill_results(state: LinkState, n_links: int, now: float, rng: np.random.Generator) -> dict:
+    """Every link given throughput results in all its bins, a retransmit count and a path
+    (its ends' routers and 6-12 routers of a pool of HOP_POOL); returns the bytes they take:
+    per row of the columns, and the hop table's (address strings, lookup, AS numbers)."""
+    rows = np.arange(n_links)
+    for age in np.arange(BINS)[::-1] * BIN_SECONDS + 3600:
+        times = np.full(n_links, int(now) - int(age))
+        state.throughput.add_rates(rows, times, rng.uniform(1e9, 9e9, n_links))
+    state.throughput.add_retransmits(rows, np.full(n_links, int(now) - 3600), np.ones(n_links))
+    pool = [f"100.{64 + (k >> 16)}.{k >> 8 & 255}.{k & 255}" for k in range(HOP_POOL)]
+    traces = []
+    for source, destination in zip(state.index.sources, state.index.destinations, strict=True):
+        picks = rng.choice(HOP_POOL, size=int(rng.integers(*PATH_HOPS)), replace=False)
+        addresses = [source, *(pool[k] for k in picks.tolist()), destination]
+        hops = tuple(TraceHop(t, a, 1.0, 64496) for t, a in enumerate(addresses, start=1))
+        traces.append(Trace(hops, path_fingerprint(addresses)))
+    numbers = state.paths.number_hops(traces, n_links)
+    state.paths.add_traces(
+        rows,
+        np.full(n_links, int(now) - 60),
+        traces,
+        [hops for hops in numbers if hops is not None],
+        list(state.index.destinations),
+    )
+    table = state.paths.addresses
+    table_bytes = sum(sys.getsizeof(address) for address in table.addresses)
+    table_bytes += sys.getsizeof(table.numbers) + sys.getsizeof(table.addresses)
+    table_bytes += sum(sys.getsizeof(number) for number in table.numbers.values())
+    table_bytes += table.asn_array().nbytes
+    return {
+        "results_bytes_per_row": state.throughput.columns.nbytes_per_row()
+        + state.paths.columns.nbytes_per_row(),
+        "hop_addresses": len(table),
+        "hop_table_bytes": table_bytes,
     }
 
 
