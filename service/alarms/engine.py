@@ -293,6 +293,13 @@ class AlarmEngine:
         adopted = changed.latched & (minute - changed.onset >= 60 * self.rules.path_adopt_hours)
         established[adopted] = paths.fingerprint[adopted]  # closes at the next evaluation
         links = {c: self._latched_results(c, results) for c in RESULT_CONDITIONS}
+        changing, stopping = result_rules.pending_paths(paths, established, now, persist)
+        for condition, young in (
+            (LinkCondition.PATH_CHANGED, changing),
+            (LinkCondition.UNREACHED, stopping),
+        ):
+            pending = np.flatnonzero(young & ~self.latches[condition].latched)
+            links[condition] = replace(links[condition], pending=pending)
         traced = (paths.seen >= 0) & (paths.seen >= now - result_rules.PATH_STALE_S)
         self._latched = _Latched(self._latched.links | links, self._latched.clocks, traced)
 

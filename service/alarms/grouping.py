@@ -118,6 +118,9 @@ class LatchedLinks:
     onsets: np.ndarray
     #: Evidence per row (same order as `rows`), e.g. {"loss": 0.05, "threshold": 0.02}.
     evidence: list[dict[str, float | int | str]]
+    #: Rows whose condition holds but has not lasted long enough yet (a path seen for less
+    #: than its persistence): they count when links are grouped, none is in an alarm.
+    pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass(frozen=True)
@@ -215,16 +218,34 @@ class Grouping:
         traced: np.ndarray,
         open_groups: dict[AlarmKind, set[str]],
     ) -> list[AlarmSpec]:
-        """The destination alarms: an open one keeps its destination's latched links; then
-        per destination host "from any" (for the site when all its hosts are) or "from
-        multiple"."""
+        """The destination alarms. A destination host is "from any" when every source host
+        that traces it (at least 2) does not reach it, counting the traces that stop but have
+        not persisted yet (at least one has); else "from multiple" when at least
+        `UNREACHED_SOURCES` do. An open alarm keeps its destination's latched links while its
+        kind still holds; "from any" is for the site when all the site's hosts are."""
         any_kind = AlarmKind.DESTINATION_UNREACHABLE_ANY
         multiple_kind = AlarmKind.DESTINATION_UNREACHABLE_MULTIPLE
-        tracing: dict[int, set[int]] = {}
-        for row in np.flatnonzero(traced).tolist():
-            tracing.setdefault(int(self.ends.destination_host[row]), set()).add(
-                int(self.ends.source_host[row])
-            )
+
+        def sources_by_destination(rows: list[int]) -> dict[int, set[int]]:
+            found: dict[int, set[int]] = {}
+            for row in rows:
+                found.setdefault(int(self.ends.destination_host[row]), set()).add(
+                    int(self.ends.source_host[row])
+                )
+            return found
+
+        tracing = sources_by_destination(np.flatnonzero(traced).tolist())
+        stopped = sources_by_destination([*position, *latched.pending.tolist()])
+        from_any = {
+            host
+            for host in sources_by_destination(list(position))
+            if len(stopped[host]) >= 2 and stopped[host] >= tracing.get(host, set())
+        }
+        many = {
+            host
+            for host in sources_by_destination(list(position))
+            if host not in from_any and len(stopped[host]) >= UNREACHED_SOURCES
+        }
 
         def spec(kind: AlarmKind, subject: str, rows: list[int]) -> AlarmSpec:
             found = self.group_spec(kind, subject, rows, latched, position)
@@ -235,35 +256,28 @@ class Grouping:
 
         unclaimed = set(position)
         specs = []
-        for kind in (any_kind, multiple_kind):
+        for kind, hosts in ((any_kind, from_any), (multiple_kind, many)):
+            eligible = {row for row in unclaimed if int(self.ends.destination_host[row]) in hosts}
             for subject in sorted(open_groups.get(kind, ())):
-                members = self._touching(unclaimed, subject, inbound_only=True)
+                members = self._touching(eligible, subject, inbound_only=True)
                 if members:
                     specs.append(spec(kind, subject, members))
+                    eligible -= set(members)
                     unclaimed -= set(members)
-        sources: dict[int, set[int]] = {}
-        for row in unclaimed:
-            sources.setdefault(int(self.ends.destination_host[row]), set()).add(
-                int(self.ends.source_host[row])
-            )
-        from_any = {
-            host
-            for host, senders in sources.items()
-            if len(senders) >= 2 and senders >= tracing.get(host, set())
-        }
-        grouped: dict[str, set[int]] = {}
-        for site, hosts in sorted(self.site_hosts.items()):
-            if hosts and hosts <= from_any:
-                grouped[site] = hosts
-        for host in sorted(from_any - {h for hosts in grouped.values() for h in hosts}):
-            grouped[self.ends.hosts[host]] = {host}
-        for subject, hosts in grouped.items():
-            members = [r for r in unclaimed if int(self.ends.destination_host[r]) in hosts]
-            specs.append(spec(any_kind, subject, members))
-        for host, senders in sorted(sources.items()):
-            if host not in from_any and len(senders) >= UNREACHED_SOURCES:
-                members = [r for r in unclaimed if int(self.ends.destination_host[r]) == host]
-                specs.append(spec(multiple_kind, self.ends.hosts[host], members))
+            left = {int(self.ends.destination_host[row]) for row in eligible}
+            grouped: dict[str, set[int]] = {}
+            if kind is any_kind:
+                for site, site_hosts in sorted(self.site_hosts.items()):
+                    if site_hosts and site_hosts <= left:
+                        grouped[site] = site_hosts
+            for host in sorted(left - {h for hosts_ in grouped.values() for h in hosts_}):
+                grouped[self.ends.hosts[host]] = {host}
+            for subject, subject_hosts in grouped.items():
+                members = [
+                    r for r in eligible if int(self.ends.destination_host[r]) in subject_hosts
+                ]
+                specs.append(spec(kind, subject, members))
+                unclaimed -= set(members)
         return specs
 
     def with_sources(self, spec: AlarmSpec) -> AlarmSpec:
@@ -282,11 +296,15 @@ class Grouping:
         for row in unclaimed:
             for host in (int(self.ends.source_host[row]), int(self.ends.destination_host[row])):
                 touching.setdefault(host, []).append(row)
+        coming: dict[int, list[int]] = {}
+        for row in latched.pending.tolist():
+            for host in (int(self.ends.source_host[row]), int(self.ends.destination_host[row])):
+                coming.setdefault(host, []).append(row)
         grouped: dict[int, list[int]] = {}
         for host, rows in sorted(touching.items(), key=lambda item: -len(item[1])):
             rows = [row for row in rows if row in unclaimed]
-            reached = self.other_sites(host, rows)
-            if len(reached) >= min(GROUP_SITES, max(2, len(self._peer_sites(host)))):
+            reached = self.other_sites(host, rows + coming.get(host, []))
+            if rows and len(reached) >= min(GROUP_SITES, max(2, len(self._peer_sites(host)))):
                 grouped[host] = rows
                 unclaimed -= set(rows)
         specs = []

@@ -91,6 +91,19 @@ def path_verdict(
     return Verdict(changed, recent & known & (paths.fingerprint == established))
 
 
+def pending_paths(
+    paths: PathSummary, established: np.ndarray, now: float, persist_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(a changed path, a path stopping before its destination) that has not persisted yet:
+    such links count when their host's or destination's links are grouped (traces run at
+    phases minutes apart, so a site's links do not all persist in the same minute), but none
+    has an alarm of its own yet."""
+    recent = (paths.seen >= 0) & (paths.seen >= now - PATH_STALE_S)
+    young = recent & ~persisting(paths, now, persist_s)
+    changed = young & (established != 0) & (paths.reached != 0)
+    return changed & (paths.fingerprint != established), young & (paths.reached == 0)
+
+
 def unreached_verdict(paths: PathSummary, now: float, persist_s: float) -> Verdict:
     """Destination not reached: a persisting current path that stops before it.
 

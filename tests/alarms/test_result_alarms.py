@@ -247,3 +247,46 @@ def test_the_aaas_profile_raises_none_of_them(profile: str) -> None:
     run(judge, START - 1)
     run(judge, START, history(mesh, [0], 2e8))
     assert judge.opened() == []
+
+
+def test_links_whose_traces_run_minutes_apart_give_the_site_alarm_alone() -> None:
+    """Each link traces at its own minute of ten: the first new paths to persist already count
+    the others' first new traces, so the site's alarm opens with them, no link's first."""
+    mesh = Mesh()
+    judge = Judge(mesh)
+    touching_0 = mesh.rows(lambda s, d: 0 in (s, d)).tolist()
+    phase = {row: row % 10 for row in touching_0}
+    for minute in range(START, START + 30):
+        due = [row for row in touching_0 if (minute - START) % 10 == phase[row]]
+        run(judge, minute, [trace(mesh, row, minute * 60, ROUTERS) for row in due])
+    changed = START + 30
+    for minute in range(changed, changed + 30):
+        due = [row for row in touching_0 if (minute - changed) % 10 == phase[row]]
+        run(judge, minute, [trace(mesh, row, minute * 60, OTHER_ROUTERS) for row in due])
+    (opened,) = judge.opened()
+    assert (opened.alarm.kind, opened.alarm.subject) == (AlarmKind.PATH_CHANGED, "SITE-0")
+    first_persisted = changed + 20 + min(phase.values())
+    assert opened.alarm.opened_at == settled_at(first_persisted)
+    assert judge.closed() == []
+
+
+def test_a_cut_off_destination_is_from_any_even_while_some_traces_have_not_persisted() -> None:
+    mesh = Mesh()
+    judge = Judge(mesh)
+    into_5 = mesh.rows(lambda s, d: d == 5).tolist()
+    phase = {row: (3 * row) % 10 for row in into_5}
+    for minute in range(START, START + 30):
+        due = [row for row in into_5 if (minute - START) % 10 == phase[row]]
+        run(judge, minute, [trace(mesh, row, minute * 60, ROUTERS) for row in due])
+    cut = START + 30
+    for minute in range(cut, cut + 30):
+        due = [row for row in into_5 if (minute - cut) % 10 == phase[row]]
+        run(judge, minute, [trace(mesh, row, minute * 60, ROUTERS, False) for row in due])
+    (opened,) = judge.opened()
+    assert (opened.alarm.kind, opened.alarm.subject) == (
+        AlarmKind.DESTINATION_UNREACHABLE_ANY,
+        "SITE-5",
+    )
+    assert opened.alarm.opened_at == settled_at(cut + 20 + min(phase.values()))
+    first = [row for row in into_5 if phase[row] == min(phase.values())]
+    assert opened.alarm.evidence["unreached_from"] == len(first) < 5  # the others join later
