@@ -70,8 +70,8 @@ class LinkOut(BaseModel):
     throughput_age_s: int | None = Field(
         None,
         ge=0,
-        description="how long before `generated_at` that test started (s), in whole minutes "
-        "(rounded down); null when none",
+        description="how long before `generated_at` that test started (s), in whole steps of "
+        "10 minutes (rounded down: 0 is a test of the last 10 minutes); null when none",
     )
 
 

@@ -482,33 +482,33 @@ def build_with_results(state: LinkState, generated_at: float, previous=None) -> 
     return build_cost_matrix(view, analysis, None, generated_at, previous, results)
 
 
-def test_records_carry_the_latest_throughput_and_its_age_in_whole_minutes() -> None:
+def test_records_carry_the_latest_throughput_and_its_age_in_steps_of_ten_minutes() -> None:
     state = build_state()
     tested = NOW - 2 * 3600 - 17  # a test 2 h 17 s before NOW, and an older one
     state.apply(throughput_message(FULL, {tested - 14_400: 9.1e8, tested: 412_903_544.4}), NOW)
-    matrix = build_with_results(state, NOW + 42.9)  # 2 h 59.9 s after the newest test
+    matrix = build_with_results(state, NOW + 582.9)  # 2 h 9 min 59.9 s after the newest test
     full, short = matrix.links[0], matrix.links[1]
     assert (full["throughput_bps"], full["throughput_age_s"]) == (412_903_544, 7200)
     assert (short["throughput_bps"], short["throughput_age_s"]) == (None, None)
-    assert build_with_results(state, NOW + 43).links[0]["throughput_age_s"] == 7260
+    assert build_with_results(state, NOW + 583).links[0]["throughput_age_s"] == 7800
     assert orjson.loads(matrix.body)["links"][0]["throughput_bps"] == 412_903_544
     LinkOut.model_validate(full)
 
 
-def test_a_records_age_moves_on_once_a_minute_at_its_tests_second() -> None:
-    """Within the minute after its test's second a record is reused as it is (same object)."""
+def test_a_records_age_moves_on_every_ten_minutes_at_its_tests_second() -> None:
+    """Until ten minutes after its test's second a record is reused as it is (same object)."""
     state = build_state()
-    tested = NOW - 600 + 25
+    tested = NOW - 1200 + 25
     state.apply(throughput_message(SHORT, {tested: 1e9}), NOW)
-    first = build_with_results(state, NOW)  # 575 s after the test: age 540
-    same_minute = build_with_results(state, NOW + 4, previous=first)  # 579 s: 540
-    next_minute = build_with_results(state, NOW + 5, previous=same_minute)  # 580 s: 540
-    later = build_with_results(state, NOW + 25, previous=next_minute)  # 600 s: 600
-    assert same_minute.links[1] is first.links[1]
-    assert next_minute.links[1] is first.links[1]
-    assert later.links[1] is not first.links[1]
-    assert [m.links[1]["throughput_age_s"] for m in (first, later)] == [540, 600]
-    assert later.body == build_with_results(state, NOW + 25).body  # reuse changes nothing
+    first = build_with_results(state, NOW)  # 1175 s after the test: age 600
+    later_second = build_with_results(state, NOW + 4, previous=first)  # 1179 s: 600
+    later_minute = build_with_results(state, NOW + 24, previous=later_second)  # 1199 s: 600
+    stepped = build_with_results(state, NOW + 25, previous=later_minute)  # 1200 s: 1200
+    assert later_second.links[1] is first.links[1]
+    assert later_minute.links[1] is first.links[1]
+    assert stepped.links[1] is not first.links[1]
+    assert [m.links[1]["throughput_age_s"] for m in (first, stepped)] == [600, 1200]
+    assert stepped.body == build_with_results(state, NOW + 25).body  # reuse changes nothing
 
 
 def test_results_of_other_links_than_the_views_are_refused() -> None:
