@@ -56,6 +56,8 @@ REFRESH_SHARE = 10
 RESULT_CONDITIONS = tuple(c for c in LinkCondition if c not in MINUTE_CONDITIONS)
 #: The row array holding each link's established path (its fingerprint; 0: none yet).
 ESTABLISHED_PATH = "path/established"
+#: The row arrays holding the start of the test with which a bandwidth rule began to hold.
+DECREASED_SINCE, INCREASED_SINCE = "bandwidth/decreased_since", "bandwidth/increased_since"
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,10 @@ class AlarmEngine:
         self.names_version = -1
         self._clock_hosts: list[str] = []
         #: A profile's own arrays, per row and per host (of `_clock_hosts`), zero when new.
-        self.row_arrays: dict[str, np.ndarray] = {ESTABLISHED_PATH: np.zeros(0, np.int64)}
+        self.row_arrays: dict[str, np.ndarray] = {
+            name: np.zeros(0, np.int64)
+            for name in (ESTABLISHED_PATH, DECREASED_SINCE, INCREASED_SINCE)
+        }
         self.host_arrays: dict[str, np.ndarray] = {}
         #: What a new row of a `row_arrays` array holds, where not 0.
         self.row_fill: dict[str, int] = {}
@@ -281,6 +286,13 @@ class AlarmEngine:
         settled = result_rules.settled_paths(paths, established, now, persist)
         established[settled] = paths.fingerprint[settled]
         decreased, increased = result_rules.bandwidth_verdicts(results.bandwidth)
+        tested = results.throughput.time
+        decreased = result_rules.confirmed_by_next_test(
+            decreased, self.row_arrays[DECREASED_SINCE], tested
+        )
+        increased = result_rules.confirmed_by_next_test(
+            increased, self.row_arrays[INCREASED_SINCE], tested
+        )
         verdicts = {
             LinkCondition.BANDWIDTH_DECREASED: decreased,
             LinkCondition.BANDWIDTH_INCREASED: increased,

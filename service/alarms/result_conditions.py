@@ -8,7 +8,9 @@ few hours, a trace every few minutes), each rule giving per link a condition, cl
   of the bins of the last three weeks (`ThroughputState.bandwidth_change`): decreased when
   z <= -2 and the change against the mean of the means is -50 % or less, increased when z >= 2
   and +50 % or more; unknown where z is not defined (fewer than two bins with results, none in
-  the newest, or no spread);
+  the newest, or no spread). The rule must still hold after the next test
+  (`confirmed_by_next_test`): right after a bin begins its mean is one test's, and one test
+  caught in a burst of traffic would otherwise be a "decrease";
 - path changed: the current path (its answering hops, `PathState`'s fingerprint) differs from
   the link's established one, reaches the destination (or cannot be told) and has persisted:
   its latest trace is at least `persist_s` after its first, so it was seen in consecutive
@@ -52,6 +54,26 @@ def bandwidth_verdicts(bandwidth: BandwidthChange) -> tuple[Verdict, Verdict]:
         decreased = judged & (z <= -BANDWIDTH_Z) & (change <= -BANDWIDTH_CHANGE)
         increased = judged & (z >= BANDWIDTH_Z) & (change >= BANDWIDTH_CHANGE)
     return Verdict(decreased, judged & ~decreased), Verdict(increased, judged & ~increased)
+
+
+def confirmed_by_next_test(
+    verdict: Verdict, first_test: np.ndarray, latest_test: np.ndarray
+) -> Verdict:
+    """`verdict` where it has held since a test before the latest one (`first_test`, updated in
+    place: the latest test's start when the condition begins, 0 once clean; kept while it says
+    nothing).
+
+    >>> first = np.array([0, 100, 100, 0])
+    >>> held, clean = [True, True, False, False], [False, False, True, False]
+    >>> verdict = Verdict(np.array(held), np.array(clean))
+    >>> confirmed = confirmed_by_next_test(verdict, first, np.array([500, 500, 500, 500]))
+    >>> confirmed.condition.tolist(), first.tolist()
+    ([False, True, False, False], [500, 100, 0, 0])
+    """
+    first_test[verdict.clean] = 0
+    starting = verdict.condition & (first_test == 0)
+    first_test[starting] = latest_test[starting]
+    return Verdict(verdict.condition & (latest_test > first_test), verdict.clean)
 
 
 def persisting(paths: PathSummary, now: float, persist_s: float) -> np.ndarray:

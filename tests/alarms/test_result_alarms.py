@@ -67,35 +67,56 @@ def history(mesh: Mesh, rows: list[int], newest_bps: float) -> list[ParsedMessag
     ]
 
 
+def with_two_newest_tests(judge: Judge, rates: dict[int, float]) -> None:
+    """Three weeks of 1 Gb/s tests of links `rates`, then two tests in the newest bin at their
+    rate, the second a minute later (the rule must still hold after the next test)."""
+    mesh = judge.mesh
+    run(judge, START - 1)
+    run(judge, START, [m for row, bps in rates.items() for m in history(mesh, [row], bps)])
+    later = (START + 1) * 60 + 20
+    run(judge, START + 1, [throughput(mesh, row, {later: bps}) for row, bps in rates.items()])
+
+
 def test_a_throughput_drop_in_the_newest_bin_is_bandwidth_decreased_by_aaas_rule() -> None:
     mesh = Mesh()
     judge = Judge(mesh)
     run(judge, START - 1)
     run(judge, START, history(mesh, [0], 2e8))
+    assert judge.opened() == []  # one test says it: the next must say it too
+    run(judge, START + 1, [throughput(mesh, 0, {(START + 1) * 60 + 20: 2e8})])
     (opened,) = judge.opened()
     alarm = opened.alarm
     assert alarm.kind is AlarmKind.BANDWIDTH_DECREASED
     assert alarm.subject == "ps0.site0.example.org -> ps0.site1.example.org"
-    assert alarm.opened_at == settled_at(START)
+    assert alarm.opened_at == settled_at(START + 1)
     # bin means 1, 1, 1, 1, 1, 0.2 Gb/s: mean 0.8667, sd 0.3266: z -2.04, change -76.9 %
     assert dict(alarm.evidence) == {
         "change": -0.7692, "z": -2.04, "newest_bin_mean_bps": 200_000_000, "bins": 6,
         "threshold_change": 0.5, "threshold_z": 2.0,
     }  # fmt: skip
     assert "change -76.9 % (z -2.04; threshold 50.0 %), newest 4-day bin 200 Mb/s" in alarm.body()
-    # a second test at 1 Gb/s: newest mean 0.6, change -35.7 %: under AAAS's 50 %
-    run(judge, START + 1, [throughput(mesh, 0, {START * 60 + 20: 1e9})])
+    # a third test at 1 Gb/s: newest mean 0.4667, change -48.8 %: under AAAS's 50 %
+    run(judge, START + 2, [throughput(mesh, 0, {(START + 2) * 60 + 20: 1e9})])
     (closed,) = judge.closed()
-    assert closed.alarm.id == alarm.id and closed.alarm.ended_at == settled_at(START + 1)
+    assert closed.alarm.id == alarm.id and closed.alarm.ended_at == settled_at(START + 2)
+
+
+def test_one_low_test_that_the_next_does_not_confirm_raises_nothing() -> None:
+    mesh = Mesh()
+    judge = Judge(mesh)
+    run(judge, START - 1)
+    run(judge, START, history(mesh, [0], 2e8))  # z -2.04, change -76.9 %: one test
+    run(judge, START + 1, [throughput(mesh, 0, {(START + 1) * 60 + 20: 1e9})])  # -35.7 %
+    run(judge, START + 2, [throughput(mesh, 0, {(START + 2) * 60 + 20: 2e8})])  # -48.8 %
+    assert judge.events == []
 
 
 def test_a_rise_is_bandwidth_increased_and_a_small_change_raises_nothing() -> None:
     mesh = Mesh()
     judge = Judge(mesh)
-    run(judge, START - 1)
     # 3 Gb/s: change +125 %, z 2.04; 1.3 Gb/s: z 2.04 too (one bin apart from equal ones), but
     # change +23.8 %
-    run(judge, START, history(mesh, [0], 3e9) + history(mesh, [1], 1.3e9))
+    with_two_newest_tests(judge, {0: 3e9, 1: 1.3e9})
     (opened,) = judge.opened()
     assert opened.alarm.kind is AlarmKind.BANDWIDTH_INCREASED
     assert opened.alarm.links == (("10.0.0.1", "10.0.1.1"),)
@@ -105,9 +126,8 @@ def test_a_rise_is_bandwidth_increased_and_a_small_change_raises_nothing() -> No
 def test_a_host_whose_bandwidth_fell_to_five_sites_gives_one_alarm_for_its_site() -> None:
     mesh = Mesh()  # six sites of one host
     judge = Judge(mesh)
-    run(judge, START - 1)
     out_of_host_0 = mesh.rows(lambda s, d: s == 0).tolist()
-    run(judge, START, history(mesh, out_of_host_0, 1e8))
+    with_two_newest_tests(judge, dict.fromkeys(out_of_host_0, 1e8))
     (opened,) = judge.opened()
     assert opened.alarm.kind is AlarmKind.BANDWIDTH_DECREASED_MULTIPLE
     assert opened.alarm.subject == "SITE-0"
@@ -211,20 +231,17 @@ def test_a_destination_no_source_reaches_is_one_alarm_and_most_sources_another()
 
 
 def test_without_results_the_result_alarms_stay_as_they_are() -> None:
-    mesh = Mesh()
-    judge = Judge(mesh)
-    run(judge, START - 1)
-    run(judge, START, history(mesh, [0], 2e8))
+    judge = Judge(Mesh())
+    with_two_newest_tests(judge, {0: 2e8})
     assert len(judge.opened()) == 1
-    judge.minute(START + 1)  # a caller without results
+    judge.minute(START + 2)  # a caller without results
     assert judge.closed() == []
 
 
 def test_an_engine_state_saved_before_the_result_rules_loads_with_them_empty() -> None:
     mesh = Mesh()
     judge = Judge(mesh)
-    run(judge, START - 1)
-    run(judge, START, history(mesh, [0], 2e8))
+    with_two_newest_tests(judge, {0: 2e8})
     state = judge.engine.export()
     assert state.latches[LinkCondition.BANDWIDTH_DECREASED].latched[0]
     older = replace(
@@ -244,8 +261,7 @@ def test_the_aaas_profile_raises_none_of_them(profile: str) -> None:
     mesh = Mesh()
     judge = Judge(mesh)
     judge.engine = AaasEngine(judge.book)
-    run(judge, START - 1)
-    run(judge, START, history(mesh, [0], 2e8))
+    with_two_newest_tests(judge, {0: 2e8})
     assert judge.opened() == []
 
 
