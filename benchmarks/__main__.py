@@ -39,6 +39,7 @@ from benchmarks.measurements import (
     link_flood,
     memory,
     pscheduler_ingest,
+    result_alarms,
     rucio_staleness,
     rucio_sync,
     served_calibration,
@@ -93,6 +94,7 @@ MEASUREMENTS: dict[str, ModuleType] = {
         decisions,
         alarms,
         alarm_detection,
+        result_alarms,
         spark_dataset,
         spark_dataset_archive,
     )

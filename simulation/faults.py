@@ -287,14 +287,16 @@ def apply_faults(
     buckets = measured.buckets + shift[:, None] if shift.any() else measured.buckets
     faulted = replace(measured, buckets=buckets, received=received)
     if tests is not None and routes is not None:
-        tests = _faulted_tests(tests, routes, active)
+        tests = apply_test_faults(tests, routes, plan, elapsed_minutes)
     return FaultedMinute(faulted, published, tests)
 
 
-def _faulted_tests(
-    tests: MinuteTests, routes: MeshRoutes, active: list[PlannedFault]
+def apply_test_faults(
+    tests: MinuteTests, routes: MeshRoutes, plan: FaultPlan, elapsed_minutes: int
 ) -> MinuteTests:
-    """Throughput drops, path changes and cut-offs applied to a minute's tests."""
+    """A minute's throughput tests and traceroutes (on `routes`) as published under the faults
+    active `elapsed_minutes` after the first minute: throughput drops, path changes, cut-offs."""
+    active = plan.active(elapsed_minutes)
     bps, alternative = tests.bps.copy(), tests.alternative.copy()
     answered = tests.answered.copy()
     n_links = len(routes.usual)

@@ -9,6 +9,12 @@ PUBLISH_LAG_S after it ends (as the demo feed publishes them) and the cycle runs
 service takes minute M as settled (`--alarm-settle-seconds` after it ended), so an alarm's
 `opened_at` is the first moment the service could have raised it; the real service's cycle runs
 at least every `--interval` (10 s), so it raises it up to that much later.
+
+With `results`, the feed also publishes the mesh's throughput tests and traceroutes as the demo
+feed does (three weeks of throughput history with the first minute, then each test in the
+minute it starts), and the cycle hands their results to the alarms; without `delay_loss` it
+publishes those alone (days of a mesh's throughput tests replay in minutes), and `run` may
+recompute every few minutes only.
 """
 
 from __future__ import annotations
@@ -29,10 +35,27 @@ from service.matrix.cycle import AnalysisObserver, CycleObservers, MatrixCycle
 from service.runtime import load_model_slot, topic_kinds
 from service.state.link_state import LinkState
 from service.topology.layouts import parse_topology
-from simulation.demo_feed import PUBLISH_LAG_S, minute_messages, simulate_demo_minute
-from simulation.faults import Fault, FaultedMinute, FaultPlan, apply_faults, plan_faults
+from simulation.bus_format import Message
+from simulation.demo_feed import (
+    PUBLISH_LAG_S,
+    demo_minute,
+    history_messages,
+    minute_messages,
+    result_messages,
+    simulate_demo_minute,
+    simulate_demo_tests,
+)
+from simulation.faults import (
+    Fault,
+    FaultedMinute,
+    FaultPlan,
+    apply_faults,
+    apply_test_faults,
+    plan_faults,
+)
 from simulation.mesh_inventory import build_cric_export
 from simulation.simulator import Mesh, build_mesh, simulate_utilisation
+from simulation.throughput_traces import MeshRoutes, build_routes
 
 
 class SimulatedClock:
@@ -63,6 +86,10 @@ class MeshReplay:
     events: dict[AlarmProfile, list[AlarmEvent]] = field(default_factory=dict)
     #: Told of each minute as the feed publishes it (faults applied), before it is ingested.
     minute_observers: list[Callable[[FaultedMinute], None]] = field(default_factory=list)
+    #: The mesh's routes when its throughput tests and traceroutes are published (None: not).
+    routes: MeshRoutes | None = None
+    #: Whether the minutes' delay and loss are published.
+    delay_loss: bool = True
     next_minute: int = 0
 
     def __post_init__(self) -> None:
@@ -71,22 +98,41 @@ class MeshReplay:
             self.events[profile] = []
             book.add_listener(self.events[profile].append)
 
-    def run(self, minutes: int) -> None:
-        """Replay the next `minutes` minutes."""
-        for minute in range(self.next_minute, self.next_minute + minutes):
+    def run(self, minutes: int, cycle_every: int = 1) -> None:
+        """Replay the next `minutes` minutes, recomputing after every `cycle_every`-th (and the
+        last): the alarms catch up on the minutes in between (at most the 32-minute window)."""
+        last = self.next_minute + minutes - 1
+        for minute in range(self.next_minute, last + 1):
             self.clock.now = (minute + 1) * 60 + PUBLISH_LAG_S
             self.pipeline.handle_frames(self._frames(minute))
-            self.clock.now = (minute + 1) * 60 + max(self.settle_seconds, PUBLISH_LAG_S)
-            self.cycle.recompute()
+            if (minute - self.first_minute + 1) % cycle_every == 0 or minute == last:
+                self.clock.now = (minute + 1) * 60 + max(self.settle_seconds, PUBLISH_LAG_S)
+                self.cycle.recompute()
         self.next_minute += minutes
 
     def _frames(self, minute: int) -> list[Frame]:
-        measured = simulate_demo_minute(self.mesh, self.seed, minute)
-        faulted = apply_faults(measured, self.plan, minute - self.first_minute)
+        elapsed = minute - self.first_minute
+        messages: list[Message] = []
+        if self.routes is not None and minute == self.first_minute:
+            messages += history_messages(self.mesh, self.seed, minute, self.clock.now)
+        if not self.delay_loss:
+            if self.routes is not None:
+                tests = simulate_demo_tests(self.mesh, self.seed, minute)
+                tests = apply_test_faults(tests, self.routes, self.plan, elapsed)
+                messages += result_messages(self.mesh, tests, self.routes, self.clock.now)
+        elif self.routes is not None:
+            measured, tests = demo_minute(self.mesh, self.seed, minute)
+            faulted = apply_faults(measured, self.plan, elapsed, tests, self.routes)
+            messages += self._observed(faulted)
+        else:
+            measured = simulate_demo_minute(self.mesh, self.seed, minute)
+            messages += self._observed(apply_faults(measured, self.plan, elapsed))
+        return [(headers["destination"], orjson.dumps(body), None) for headers, body in messages]
+
+    def _observed(self, faulted: FaultedMinute) -> list[Message]:
         for observe in self.minute_observers:
             observe(faulted)
-        messages = minute_messages(self.mesh, faulted, self.clock.now)
-        return [(headers["destination"], orjson.dumps(body), None) for headers, body in messages]
+        return minute_messages(self.mesh, faulted, self.clock.now, self.routes)
 
 
 def build_replay(
@@ -96,10 +142,13 @@ def build_replay(
     first_minute: int,
     profiles: Sequence[AlarmProfile],
     predictor: UtilisationPredictor | None,
+    results: bool = False,
+    delay_loss: bool = True,
 ) -> MeshReplay:
     """The demo mesh of (`sites`, `seed`) with `faults` from `first_minute` on: the topology
     its CRIC export gives `nettel serve`, the pipeline on the service's topics, the matrix cycle
-    with `predictor`, and the alarm service of each of `profiles` observing the cycle."""
+    with `predictor`, and the alarm service of each of `profiles` observing the cycle; with
+    `results` the mesh's throughput tests and traceroutes too, without `delay_loss` only them."""
     mesh = build_mesh(sites, seed)
     plan = plan_faults(mesh, faults)
     _, topology = parse_topology(build_cric_export(mesh))
@@ -123,7 +172,20 @@ def build_replay(
         observers=CycleObservers(analysed=tuple(observers)),
     )
     settle = settings.alarm_settle_seconds
-    return MeshReplay(mesh, seed, plan, first_minute, clock, pipeline, cycle, books, settle)
+    routes = build_routes(mesh, seed) if results else None
+    return MeshReplay(
+        mesh,
+        seed,
+        plan,
+        first_minute,
+        clock,
+        pipeline,
+        cycle,
+        books,
+        settle,
+        routes=routes,
+        delay_loss=delay_loss,
+    )
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,12 @@ def test_decisions_reads_the_committed_capture_and_checks_its_targets(tmp_path: 
     assert {"served_oracle_ratio", "served_mean_gain", "served_p90_gain", "served_over_no_model",
             "rucio_over_stale_served", "herding_served_over_random"} <= set(targets)  # fmt: skip
     assert all(target["met"] is not None for target in targets.values())
+
+
+def test_result_alarms_raise_each_faults_alarm_and_none_elsewhere(tmp_path: Path) -> None:
+    figures = quick_run("result_alarms", tmp_path)
+    for fault in ("link", "site", "cut"):
+        assert figures[f"{fault}_detected"] == "1 of 1"
+        assert 20 <= figures[f"{fault}_median_min"] <= 32  # persistence 20 min + trace phase
+    assert figures["drop_detected"] == "1 of 1"
+    assert figures["false_result_alarms"] == 0 and figures["calm_link_days"] > 0
