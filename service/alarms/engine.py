@@ -41,6 +41,7 @@ from service.alarms.latches import Latches
 from service.alarms.records import Alarm, AlarmEvent, AlarmKind, alarm_id
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import LinkResults, StateView
+from service.state.throughput_state import BandwidthChange
 
 #: Minutes enter the delay baseline this long after they are evaluated, while the window still
 #: holds them: the baseline never holds the minutes being judged against it, so a step in the
@@ -58,6 +59,14 @@ RESULT_CONDITIONS = tuple(c for c in LinkCondition if c not in MINUTE_CONDITIONS
 ESTABLISHED_PATH = "path/established"
 #: The row arrays holding the start of the test with which a bandwidth rule began to hold.
 DECREASED_SINCE, INCREASED_SINCE = "bandwidth/decreased_since", "bandwidth/increased_since"
+#: The row arrays of each link's recent tests (`result_conditions.RecentTests`): the latest
+#: counted, then per slot its period, the sum of its rates and their number.
+RECENT_TESTS = {
+    "bandwidth/seen": (np.int64, ()),
+    "bandwidth/period": (np.int32, (result_rules.RECENT_SLOTS,)),
+    "bandwidth/total": (np.float32, (result_rules.RECENT_SLOTS,)),
+    "bandwidth/count": (np.int16, (result_rules.RECENT_SLOTS,)),
+}
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ class AlarmEngine:
         self.row_arrays: dict[str, np.ndarray] = {
             name: np.zeros(0, np.int64)
             for name in (ESTABLISHED_PATH, DECREASED_SINCE, INCREASED_SINCE)
-        }
+        } | {name: np.zeros((0, *width), dtype) for name, (dtype, width) in RECENT_TESTS.items()}
         self.host_arrays: dict[str, np.ndarray] = {}
         #: What a new row of a `row_arrays` array holds, where not 0.
         self.row_fill: dict[str, int] = {}
@@ -276,7 +285,7 @@ class AlarmEngine:
         if self._latched is None:
             return
         if results is None:
-            kept = {c: self._latched_results(c, None) for c in RESULT_CONDITIONS}
+            kept = {c: self._latched_results(c, None, None) for c in RESULT_CONDITIONS}
             self._latched = replace(self._latched, links=self._latched.links | kept)
             return
         if len(results.rows) != len(view):
@@ -285,7 +294,11 @@ class AlarmEngine:
         paths, established = results.paths, self.row_arrays[ESTABLISHED_PATH]
         settled = result_rules.settled_paths(paths, established, now, persist)
         established[settled] = paths.fingerprint[settled]
-        decreased, increased = result_rules.bandwidth_verdicts(results.bandwidth)
+        recent = result_rules.RecentTests(*(self.row_arrays[name] for name in RECENT_TESTS))
+        recent.add(results.throughput)
+        recent_mean, recent_tests = recent.mean(now)
+        scores = result_rules.against_older_bins(results.bandwidth, recent_mean)
+        decreased, increased = result_rules.bandwidth_verdicts(scores)
         tested = results.throughput.time
         decreased = result_rules.confirmed_by_next_test(
             decreased, self.row_arrays[DECREASED_SINCE], tested
@@ -304,7 +317,8 @@ class AlarmEngine:
         changed = self.latches[LinkCondition.PATH_CHANGED]
         adopted = changed.latched & (minute - changed.onset >= 60 * self.rules.path_adopt_hours)
         established[adopted] = paths.fingerprint[adopted]  # closes at the next evaluation
-        links = {c: self._latched_results(c, results) for c in RESULT_CONDITIONS}
+        bandwidth = _RecentScores(scores, recent_tests)
+        links = {c: self._latched_results(c, results, bandwidth) for c in RESULT_CONDITIONS}
         changing, stopping = result_rules.pending_paths(paths, established, now, persist)
         for condition, young in (
             (LinkCondition.PATH_CHANGED, changing),
@@ -316,22 +330,27 @@ class AlarmEngine:
         self._latched = _Latched(self._latched.links | links, self._latched.clocks, traced)
 
     def _latched_results(
-        self, condition: LinkCondition, results: LinkResults | None
+        self,
+        condition: LinkCondition,
+        results: LinkResults | None,
+        bandwidth: _RecentScores | None,
     ) -> LatchedLinks:
-        """A result rule's latched links with what their results show (nothing without)."""
+        """A result rule's latched links with what their results (and, for the bandwidth rules,
+        the scores of their recent tests) show; nothing without."""
         latches = self.latches[condition]
         rows = np.flatnonzero(latches.latched)
         onsets = latches.onset[rows]
-        if results is None:
+        if results is None or bandwidth is None:
             return LatchedLinks(rows, onsets, [{} for _ in range(len(rows))])
         evidence: list[dict[str, float | int | str]] = []
         if condition in (LinkCondition.BANDWIDTH_DECREASED, LinkCondition.BANDWIDTH_INCREASED):
-            scores = results.bandwidth
+            scores = bandwidth.scores
             for row in rows.tolist():
                 item = _numbers(change=scores.change[row], z=scores.z[row])
                 item = {k: round(float(v), 4 if k == "change" else 2) for k, v in item.items()}
                 if not np.isnan(scores.newest_mean[row]):
-                    item["newest_bin_mean_bps"] = round(float(scores.newest_mean[row]))
+                    item["recent_mean_bps"] = round(float(scores.newest_mean[row]))
+                item["recent_tests"] = int(bandwidth.tests[row])
                 item |= {"bins": int(scores.bins[row])}
                 item |= {"threshold_change": result_rules.BANDWIDTH_CHANGE}
                 evidence.append(item | {"threshold_z": result_rules.BANDWIDTH_Z})
@@ -455,6 +474,14 @@ class AlarmEngine:
                 for name, array in self.host_arrays.items()
             }
             self._clock_hosts = list(hosts)
+
+
+@dataclass(frozen=True)
+class _RecentScores:
+    """AAAS's scores of each link's recent tests against its older bins, and their number."""
+
+    scores: BandwidthChange
+    tests: np.ndarray
 
 
 @dataclass(frozen=True)

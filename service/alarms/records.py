@@ -126,8 +126,8 @@ def describe(kind: AlarmKind, subject: str, evidence: Evidence) -> str:
     >>> describe(AlarmKind.FIREWALL_ISSUE, "SITE-1", {"links": 11, "source_hosts": 11})
     'firewall issue: SITE-1: 11 links, from 11 source hosts'
     >>> describe(AlarmKind.BANDWIDTH_DECREASED, "a -> b", {"change": -0.7667, "z": -2.04,
-    ...     "newest_bin_mean_bps": 1.2e9, "threshold_change": 0.5}).split(": ")[2:]
-    ['change -76.7 % (z -2.04; threshold 50.0 %), newest 4-day bin 1.2 Gb/s']
+    ...     "recent_mean_bps": 1.2e9, "recent_tests": 5, "threshold_change": 0.5}).split(": ")[2:]
+    ["change -76.7 % (z -2.04; threshold 50.0 %), the last day's 5 tests at 1.2 Gb/s"]
     >>> describe(AlarmKind.PATH_CHANGED, "a -> b", {"hops": 9, "path_minutes": 20})
     'path changed: a -> b: a new path of 9 hops, for 20 minutes'
     """
@@ -151,7 +151,9 @@ def describe(kind: AlarmKind, subject: str, evidence: Evidence) -> str:
                 else ")"
             )
         ),
-        "newest_bin_mean_bps": lambda e: f"newest 4-day bin {_rate(e['newest_bin_mean_bps'])}",
+        "recent_mean_bps": lambda e: (
+            f"the last day's {e.get('recent_tests')} tests at {_rate(e['recent_mean_bps'])}"
+        ),
         "hops": lambda e: f"a new path of {e['hops']} hops",
         "last_hop": lambda e: f"traces stop at {e['last_hop']}",
         "path_minutes": lambda e: f"for {e['path_minutes']} minutes",

@@ -4,13 +4,15 @@ They judge the state's results as they are when a minute is evaluated (a through
 few hours, a trace every few minutes), each rule giving per link a condition, clean, or unknown
 (neither), as the minute rules do:
 
-- bandwidth (OSG's Alarms and Alerts, AAAS): the newest 4-day bin's mean rate against the means
-  of the bins of the last three weeks (`ThroughputState.bandwidth_change`): decreased when
-  z <= -2 and the change against the mean of the means is -50 % or less, increased when z >= 2
-  and +50 % or more; unknown where z is not defined (fewer than two bins with results, none in
-  the newest, or no spread). The rule must still hold after the next test
-  (`confirmed_by_next_test`): right after a bin begins its mean is one test's, and one test
-  caught in a burst of traffic would otherwise be a "decrease";
+- bandwidth (OSG's Alarms and Alerts, AAAS): the mean rate of the newest tests against the means
+  of the 4-day bins of the three weeks before: decreased when z <= -2 and the change against the
+  mean of the means is -50 % or less, increased when z >= 2 and +50 % or more. AAAS's newest bin
+  is about the last day (its bins start 21 days before each daily run), so the newest tests here
+  are those of the last day (`RecentTests`: slots of 6 hours, the current and the 3 before),
+  set in place of the state's newest epoch-aligned bin (`against_older_bins`), whose mean mixes
+  tests before and after a change for days. Unknown where it cannot be said (fewer than two
+  bins, no recent test). The rule must still hold after the next test
+  (`confirmed_by_next_test`): one test caught in a burst of traffic is no "decrease";
 - path changed: the current path (its answering hops, `PathState`'s fingerprint) differs from
   the link's established one, reaches the destination (or cannot be told) and has persisted:
   its latest trace is at least `persist_s` after its first, so it was seen in consecutive
@@ -25,17 +27,111 @@ A link whose latest trace is older than `PATH_STALE_S` says nothing about its pa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from service.alarms.conditions import Verdict
 from service.state.path_state import PathSummary
-from service.state.throughput_state import BandwidthChange
+from service.state.throughput_state import BandwidthChange, LatestThroughput
 
 BANDWIDTH_Z = 2.0
 BANDWIDTH_CHANGE = 0.5
 #: A trace older than this (s) says nothing about a link's path now (traces run every few
 #: minutes; an hour is several missed in a row).
 PATH_STALE_S = 3600
+
+
+#: The newest tests are those of this many slots of `RECENT_SLOT_S` (the current and the ones
+#: before it: the last 18 to 24 hours).
+RECENT_SLOT_S = 21_600
+RECENT_SLOTS = 4
+
+
+@dataclass
+class RecentTests:
+    """Per link, the latest test counted and a ring of slots of 6 hours (period number, sum of
+    the rates, number of tests) of the tests seen since; views of the engine's row arrays."""
+
+    seen: np.ndarray
+    period: np.ndarray
+    total: np.ndarray
+    count: np.ndarray
+
+    def add(self, latest: LatestThroughput) -> None:
+        """Count each link's latest test once (a link's tests come hours apart: each is the
+        latest at some evaluation; of several arriving at once, e.g. from an archive, only the
+        latest is counted)."""
+        rows = np.flatnonzero(latest.time > self.seen)
+        periods = latest.time[rows] // RECENT_SLOT_S
+        slots = periods % RECENT_SLOTS
+        stale = self.period[rows, slots] != periods
+        self.period[rows[stale], slots[stale]] = periods[stale]
+        self.total[rows[stale], slots[stale]] = 0
+        self.count[rows[stale], slots[stale]] = 0
+        self.total[rows, slots] += latest.bps[rows].astype(self.total.dtype)
+        self.count[rows, slots] += 1
+        self.seen[rows] = latest.time[rows]
+
+    def mean(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per link, the mean rate of the tests of the last 18-24 hours (NaN: none) and their
+        number.
+
+        >>> ring = [np.zeros((2, 4), t) for t in (np.int32, np.float32, np.int16)]
+        >>> recent = RecentTests(np.zeros(2, np.int64), *ring)
+        >>> def test(when, bps):
+        ...     recent.add(LatestThroughput(np.array([bps, np.nan]), np.array([when, -1]), None))
+        >>> test(100, 4e8); test(30_000, 2e8); test(30_000, 2e8)  # the same test twice
+        >>> [values.tolist() for values in recent.mean(30_100)]
+        [[300000000.0, nan], [2, 0]]
+        >>> test(100_000, 1e8); [values.tolist() for values in recent.mean(100_100)]
+        [[150000000.0, nan], [2, 0]]
+        """
+        current = int(now) // RECENT_SLOT_S
+        held = (self.period > current - RECENT_SLOTS) & (self.period <= current)
+        count = np.where(held, self.count, 0).sum(axis=1)
+        total = np.where(held, self.total, 0.0).sum(axis=1, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(count > 0, total / count, np.nan)
+        return mean, count
+
+
+def against_older_bins(bandwidth: BandwidthChange, recent: np.ndarray) -> BandwidthChange:
+    """AAAS's z and change of `recent` (a mean rate per link) set in place of the newest bin's
+    mean among the bins' means. The older bins' sum and spread follow from the newest bin's
+    scores: mean of the means m = newest / (1 + change), their squared deviations (bins - 1) x
+    ((newest - m) / z)^2; a z undefined with two bins or more and a newest mean is bins that do
+    not vary. NaN where that cannot be said.
+
+    Bin means 1, 1, 1, 1, 1, 0.2 (z -2.04, change -0.7692), the recent mean 0.2, 1 or 3:
+
+    >>> one = lambda value: np.array([value] * 3)
+    >>> scores = BandwidthChange(one(-2.041241), one(-0.769231), one(0.2), one(6))
+    >>> again = against_older_bins(scores, np.array([0.2, 1.0, 3.0]))
+    >>> (again.z.round(2) + 0).tolist(), (again.change.round(4) + 0).tolist()
+    ([-2.04, 0.0, 2.04], [-0.7692, 0.0, 1.25])
+    """
+    newest, bins = bandwidth.newest_mean, bandwidth.bins.astype(np.float64)
+    z, change = bandwidth.z, bandwidth.change
+    flat = np.isnan(z) & (bins >= 2) & ~np.isnan(newest)
+    known = (bins >= 2) & ~np.isnan(newest) & ~np.isnan(recent) & (flat | (z != 0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(flat, newest, newest / (1 + change))
+        deviation = newest - mean
+        squares = np.where(flat, 0.0, (bins - 1) * (deviation / z) ** 2)
+        older = bins - 1
+        mean_after = (bins * mean - newest + recent) / bins
+        shift = mean - mean_after
+        older_squares = squares - deviation**2 - 2 * shift * deviation + older * shift**2
+        spread = np.sqrt(np.maximum(older_squares + (recent - mean_after) ** 2, 0) / older)
+        z_after = np.where(spread > 1e-9 * mean_after, (recent - mean_after) / spread, 0.0)
+        change_after = (recent - mean_after) / mean_after
+    return BandwidthChange(
+        np.where(known, z_after, np.nan),
+        np.where(known, change_after, np.nan),
+        np.where(known, recent, np.nan),
+        bins.astype(bandwidth.bins.dtype),
+    )
 
 
 def bandwidth_verdicts(bandwidth: BandwidthChange) -> tuple[Verdict, Verdict]:

@@ -91,14 +91,37 @@ def test_a_throughput_drop_in_the_newest_bin_is_bandwidth_decreased_by_aaas_rule
     assert alarm.opened_at == settled_at(START + 1)
     # bin means 1, 1, 1, 1, 1, 0.2 Gb/s: mean 0.8667, sd 0.3266: z -2.04, change -76.9 %
     assert dict(alarm.evidence) == {
-        "change": -0.7692, "z": -2.04, "newest_bin_mean_bps": 200_000_000, "bins": 6,
-        "threshold_change": 0.5, "threshold_z": 2.0,
+        "change": -0.7692, "z": -2.04, "recent_mean_bps": 200_000_000, "recent_tests": 2,
+        "bins": 6, "threshold_change": 0.5, "threshold_z": 2.0,
     }  # fmt: skip
-    assert "change -76.9 % (z -2.04; threshold 50.0 %), newest 4-day bin 200 Mb/s" in alarm.body()
+    body = "change -76.9 % (z -2.04; threshold 50.0 %), the last day's 2 tests at 200 Mb/s"
+    assert body in alarm.body()
     # a third test at 1 Gb/s: newest mean 0.4667, change -48.8 %: under AAAS's 50 %
     run(judge, START + 2, [throughput(mesh, 0, {(START + 2) * 60 + 20: 1e9})])
     (closed,) = judge.closed()
     assert closed.alarm.id == alarm.id and closed.alarm.ended_at == settled_at(START + 2)
+
+
+def test_a_drop_in_the_middle_of_a_bin_is_seen_in_the_last_days_tests() -> None:
+    """Eleven 1 Gb/s tests in the newest 4-day bin before the drop, then tests at 0.2 Gb/s every
+    4 hours: the bin's mean stays near 1 Gb/s for days, the last day's tests say -76.9 % at the
+    second of them (the first is confirmed)."""
+    mesh = Mesh()
+    judge = Judge(mesh)
+    bin_start = NEWEST_BIN * BIN_SECONDS
+    before = dict.fromkeys([bin_start + k * 14_400 for k in range(11)], 1e9)
+    run(judge, START - 30, [throughput(mesh, 0, dict.fromkeys(OLD_TESTS, 1e9) | before)])
+    dropped = [START * 60 - 20 * 3600 + k * 14_400 for k in range(5)]
+    for minute, tested in enumerate(dropped, start=START - 29):
+        run(judge, minute, [throughput(mesh, 0, {tested: 2e8})])
+        if minute == START - 29:
+            assert judge.opened() == []
+    (opened,) = judge.opened()
+    assert opened.alarm.opened_at == settled_at(START - 28)  # the second low test
+    assert opened.alarm.evidence["recent_tests"] == 2
+    assert opened.alarm.evidence["change"] == -0.7692
+    newest_bin = judge.mesh.state.results(START * 60).bandwidth
+    assert newest_bin.change[0] > -0.5  # the state's newest bin alone would say nothing
 
 
 def test_one_low_test_that_the_next_does_not_confirm_raises_nothing() -> None:
