@@ -260,7 +260,7 @@ def test_one_consumer_at_a_time_gets_a_lease_queue_and_the_next_takes_over(broke
     for number in range(4):
         producer.send(destination, f"t{number}".encode())
     assert bodies(active.wait_for_messages(4)) == [b"t0", b"t1", b"t2", b"t3"]  # all: none left
-    active.connection.unsubscribe("active")
+    active.connection.disconnect()  # waits for the broker's receipt: then it has left
     producer.send_confirmed(destination, b"u0", "u0")
     producer.send(destination, b"u1")
     assert bodies(waiting.wait_for_messages(2)) == [b"u0", b"u1"]
