@@ -28,6 +28,7 @@ from benchmarks.measurements import (
     api,
     backfill,
     cycle,
+    cycle_results,
     decisions,
     freshness,
     front_door,
@@ -95,6 +96,7 @@ MEASUREMENTS: dict[str, ModuleType] = {
         alarms,
         alarm_detection,
         result_alarms,
+        cycle_results,
         spark_dataset,
         spark_dataset_archive,
     )

@@ -74,3 +74,12 @@ def test_result_alarms_raise_each_faults_alarm_and_none_elsewhere(tmp_path: Path
         assert 20 <= figures[f"{fault}_median_min"] <= 32  # persistence 20 min + trace phase
     assert figures["drop_detected"] == "1 of 1"
     assert figures["false_result_alarms"] == 0 and figures["calm_link_days"] > 0
+
+
+def test_cycle_results_times_both_states_at_the_largest_cycle_size(tmp_path: Path) -> None:
+    from benchmarks.sizes import QUICK
+
+    figures = quick_run("cycle_results", tmp_path)
+    assert figures["links"] == QUICK.cycle_links[-1]
+    assert figures["median_with"] > 0 and figures["median_without"] > 0
+    assert "median_with" in figures["targets"]
