@@ -26,7 +26,7 @@ from benchmarks.support.proc import cpu_seconds
 from benchmarks.support.service_process import labelled_samples
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
 from service.ingest.frame_batcher import FrameBatcher
-from service.ingest.pipeline import PSCHEDULER_DESTINATION
+from service.ingest.pipeline import PSCHEDULER_DESTINATION, PostedBy
 
 NAME = "pscheduler_ingest"
 TOKEN = "bench-ingest-token"
@@ -260,7 +260,7 @@ def queued_memory(templates: Sequence[bytes], count: int = 20_000) -> dict[str, 
     before = tracemalloc.get_traced_memory()[0]
     for i in range(count):  # each body a bytes object of its own, as the route reads it
         body = bytes(bytearray(templates[i % len(templates)]))
-        batcher.offer(PSCHEDULER_DESTINATION, body, max_bytes=1 << 40)
+        batcher.offer([(PSCHEDULER_DESTINATION, body, PostedBy("127.0.0.1"))], 1 << 40)
     per_result = (tracemalloc.get_traced_memory()[0] - before) / count
     tracemalloc.stop()
     mean_body = batcher.queued_bytes() / batcher.queued()
