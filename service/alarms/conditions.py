@@ -15,7 +15,8 @@ Each rule says per subject whether its condition held that minute, was clean, or
 - clock, per host: (mean delay of its links out - mean delay of its links in) / 2, AAAS's
   correction, beyond 100 ms either way;
 - silent: no datapoint from a link that minute while another link of its source or its
-  destination host reported (so a mesh the service stopped hearing from is not silent);
+  destination host reported (so a mesh the service stopped hearing from is not silent), for
+  links that ever reported delay or loss;
 - congestion: the calibrated congestion probability at or above a threshold; a minute whose
   delay is raised without a queue's signs (a step: a model reads it as load) says nothing.
 
@@ -179,13 +180,22 @@ def delay_verdict(
     return Verdict(judged & above & ~queue.signs, judged & (~above | queue.signs))
 
 
-def silent_verdict(values: MinuteValues, ends: LinkEnds) -> Verdict:
-    """Links without a datapoint while a link of their source or destination host has one."""
+def silent_verdict(values: MinuteValues, ends: LinkEnds, measured: np.ndarray) -> Verdict:
+    """Links without a datapoint while a link of their source or destination host has one;
+    only links that ever reported delay or loss (`measured`): a link known from throughput tests
+    or traceroutes alone has no latency test to fall silent."""
     reporting = np.zeros(ends.host_count, bool)
     reporting[ends.source_host[values.present]] = True
     reporting[ends.destination_host[values.present]] = True
     peers = reporting[ends.source_host] | reporting[ends.destination_host]
-    return Verdict(~values.present & peers, values.present)
+    return Verdict(~values.present & peers & measured, values.present)
+
+
+def ever_measured(view: StateView) -> np.ndarray:
+    """Links that reported delay or loss at some time: a minute in the window or folded into
+    the all-time moments."""
+    in_window = (view.slot_minute >= 0).any(axis=1)
+    return in_window | (view.archive["delay_n"] > 0) | (view.archive["loss_n"] > 0)
 
 
 def congestion_verdict(probability: np.ndarray, threshold: float, queue: QueueSigns) -> Verdict:

@@ -256,8 +256,9 @@ class AlarmEngine:
         clock = rules.clock_corrections(values, self.ends)
         high, complete = rules.loss_verdicts(values, queue)
         explained = rules.clock_explained(self.ends, clock.verdict)
+        measured = rules.ever_measured(view)
         verdicts = {
-            LinkCondition.SILENT: rules.silent_verdict(values, self.ends),
+            LinkCondition.SILENT: rules.silent_verdict(values, self.ends, measured),
             LinkCondition.COMPLETE_LOSS: complete,
             LinkCondition.HIGH_LOSS: high,
             LinkCondition.HIGH_DELAY: rules.delay_verdict(values, norms, queue, explained),

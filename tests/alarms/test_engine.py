@@ -7,6 +7,7 @@ import pytest
 
 from service.alarms.engine import AlarmRules
 from service.alarms.records import AlarmKind
+from service.parse.records import MeasurementKind, ParsedMessage
 from tests.alarms.mesh import BASE_MS, START, Judge, Mesh
 
 #: Minutes of calm before a fault: the delay baseline takes minutes 30 evaluations old, and
@@ -253,3 +254,17 @@ def test_rows_follow_their_links_when_the_state_retires_some() -> None:
         judge.minute(minute, silent=quiet)
     (closed,) = judge.closed()  # the latch moved with its link: five clean minutes close it
     assert (closed.alarm.id, closed.at) == (opened.alarm.id, settled_at(START + 14))
+
+
+def test_a_link_that_never_reported_latency_is_not_silent() -> None:
+    """A link known only from throughput tests or traceroutes has no latency test to lose."""
+    mesh = Mesh(sites=6)
+    judge = Judge(mesh)
+    (never,) = mesh.rows(lambda s, d: (s, d) == (1, 4))
+    tested = ParsedMessage(
+        MeasurementKind.THROUGHPUT, mesh.endpoints[never], throughputs=[(START * 60, 9.4e9)]
+    )
+    mesh.state.apply_batch([tested], START * 60 + 63)  # the link's row, from a test alone
+    for minute in range(START, START + 12):
+        judge.minute(minute, silent=[never])
+    assert judge.events == []
