@@ -12,6 +12,7 @@ from service.analysis.link_analysis import LinkAnalysis
 from service.analysis.predictor import ModelInfo
 from service.matrix.link_record import DELAY_KEYS, HOST_RECORD_KEYS, LinkRecord
 from service.matrix.matrix_body import MatrixBody, encode_body
+from service.matrix.shared_keys import key_sharing_dicts
 from service.matrix.views import aggregate_sites
 from service.state.link_buffers import WINDOW_MINUTES
 from service.state.link_state import LinkResults, StateView
@@ -260,7 +261,7 @@ def _records(
     )
     delay_values = zip(*(c[k] for k in DELAY_KEYS), strict=True)
     # strict=False inside: each tuple comes from a strict zip of as many columns as keys
-    delays = [dict(zip(DELAY_KEYS, v, strict=False)) for v in delay_values]
+    delays = [_delay_record(zip(DELAY_KEYS, v, strict=False)) for v in delay_values]
     reasons = (
         list(map(_REASON_BY_COMPLETENESS.__getitem__, c["complete"]))
         if has_model
@@ -273,7 +274,7 @@ def _records(
         c["loss"], c["samples"], c["last"], c["stale"], c["clock"],
         c["throughput_bps"], c["throughput_age"], strict=True,
     )  # fmt: skip
-    return [dict(zip(HOST_RECORD_KEYS, record, strict=False)) for record in values]
+    return [_host_record(zip(HOST_RECORD_KEYS, record, strict=False)) for record in values]
 
 
 def _json_values(values: np.ndarray) -> list[Any]:
@@ -287,3 +288,6 @@ def _json_values(values: np.ndarray) -> list[Any]:
 
 #: `utilisation_reason` with a model loaded, by whether the link has all its features.
 _REASON_BY_COMPLETENESS = ("insufficient_data", None)
+#: Records of links and their delays, each kind sharing one key table (`shared_keys`).
+_host_record = key_sharing_dicts()
+_delay_record = key_sharing_dicts()

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from statistics import fmean
 from typing import Any, Literal
 
-from service.matrix.link_record import LinkRecord, site_key
+from service.matrix.link_record import DELAY_KEYS, LinkRecord, site_key
+from service.matrix.shared_keys import key_sharing_dicts
 
 Level = Literal["host", "site"]
 
@@ -58,62 +59,72 @@ def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord
     mins = [d["min"] for d in delays if d["min"] is not None]
     p95s = [d["p95"] for d in delays if d["p95"] is not None]
     lasts = [m["last_measurement"] for m in members if m["last_measurement"] is not None]
-    return {
-        "source": pair[0],
-        "destination": pair[1],
-        "links": len(members),
-        "cost": mean_of(m["cost"] for m in members),
-        "empirical": mean_of(m["empirical"] for m in members),
-        "congested": any(m["congested"] for m in members),
-        "utilisation": mean_of(m["utilisation"] for m in members),
-        "congestion_probability": mean_of(m["congestion_probability"] for m in members),
-        "utilisation_low": mean_of(m["utilisation_low"] for m in members),
-        "utilisation_high": mean_of(m["utilisation_high"] for m in members),
-        "delay_ms": {
-            "mean": mean_of(d["mean"] for d in delays),
-            "median": mean_of(d["median"] for d in delays),
-            "std": mean_of(d["std"] for d in delays),
-            "min": min(mins) if mins else None,
-            "p95": max(p95s) if p95s else None,
-        },
-        "packet_loss": mean_of(m["packet_loss"] for m in members),
-        "samples": sum(m["samples"] for m in members),
-        "last_measurement": max(lasts) if lasts else None,
-        "stale": all(m["stale"] for m in members),
-        "clock_suspect": any(m["clock_suspect"] for m in members),
-        **_newest_throughput(members),
-    }
+    return _site_dict(
+        {
+            "source": pair[0],
+            "destination": pair[1],
+            "links": len(members),
+            "cost": mean_of(m["cost"] for m in members),
+            "empirical": mean_of(m["empirical"] for m in members),
+            "congested": any(m["congested"] for m in members),
+            "utilisation": mean_of(m["utilisation"] for m in members),
+            "congestion_probability": mean_of(m["congestion_probability"] for m in members),
+            "utilisation_low": mean_of(m["utilisation_low"] for m in members),
+            "utilisation_high": mean_of(m["utilisation_high"] for m in members),
+            "delay_ms": _delay_dict(
+                {
+                    "mean": mean_of(d["mean"] for d in delays),
+                    "median": mean_of(d["median"] for d in delays),
+                    "std": mean_of(d["std"] for d in delays),
+                    "min": min(mins) if mins else None,
+                    "p95": max(p95s) if p95s else None,
+                }
+            ),
+            "packet_loss": mean_of(m["packet_loss"] for m in members),
+            "samples": sum(m["samples"] for m in members),
+            "last_measurement": max(lasts) if lasts else None,
+            "stale": all(m["stale"] for m in members),
+            "clock_suspect": any(m["clock_suspect"] for m in members),
+            **_newest_throughput(members),
+        }
+    )
 
 
 def _single_site_record(pair: tuple[str, str], link: LinkRecord) -> LinkRecord:
-    """`_site_record` of a pair with one host link: its values as the means of one."""
-    delay = link["delay_ms"]
-    return {
-        "source": pair[0],
-        "destination": pair[1],
-        "links": 1,
-        "cost": _rounded(link["cost"]),
-        "empirical": _rounded(link["empirical"]),
-        "congested": bool(link["congested"]),
-        "utilisation": _rounded(link["utilisation"]),
-        "congestion_probability": _rounded(link["congestion_probability"]),
-        "utilisation_low": _rounded(link["utilisation_low"]),
-        "utilisation_high": _rounded(link["utilisation_high"]),
-        "delay_ms": {
-            "mean": _rounded(delay["mean"]),
-            "median": _rounded(delay["median"]),
-            "std": _rounded(delay["std"]),
-            "min": delay["min"],
-            "p95": delay["p95"],
-        },
-        "packet_loss": _rounded(link["packet_loss"]),
-        "samples": link["samples"],
-        "last_measurement": link["last_measurement"],
-        "stale": bool(link["stale"]),
-        "clock_suspect": bool(link["clock_suspect"]),
-        "throughput_bps": link["throughput_bps"],
-        "throughput_age_s": link["throughput_age_s"],
-    }
+    """`_site_record` of a pair with one host link: its values as the means of one (the link's
+    own value objects where rounding leaves them as they are: most pairs of a mesh without
+    --topology are such, and their records hold no second copy of the values)."""
+    return _site_dict(
+        {
+            "source": pair[0],
+            "destination": pair[1],
+            "links": 1,
+            "cost": _rounded(link["cost"]),
+            "empirical": _rounded(link["empirical"]),
+            "congested": bool(link["congested"]),
+            "utilisation": _rounded(link["utilisation"]),
+            "congestion_probability": _rounded(link["congestion_probability"]),
+            "utilisation_low": _rounded(link["utilisation_low"]),
+            "utilisation_high": _rounded(link["utilisation_high"]),
+            "delay_ms": _single_site_delay(link["delay_ms"]),
+            "packet_loss": _rounded(link["packet_loss"]),
+            "samples": link["samples"],
+            "last_measurement": link["last_measurement"],
+            "stale": bool(link["stale"]),
+            "clock_suspect": bool(link["clock_suspect"]),
+            "throughput_bps": link["throughput_bps"],
+            "throughput_age_s": link["throughput_age_s"],
+        }
+    )
+
+
+def _single_site_delay(delay: dict[str, Any]) -> dict[str, Any]:
+    """A one-link site pair's `delay_ms`: the link's means rounded, its min and p95; the link's
+    own dict when that changes nothing."""
+    site = {key: _rounded(delay[key]) for key in ("mean", "median", "std")}
+    site |= {"min": delay["min"], "p95": delay["p95"]}
+    unchanged = tuple(delay) == DELAY_KEYS and all(site[k] is delay[k] for k in DELAY_KEYS)
+    return delay if unchanged else _delay_dict(site)
 
 
 def _newest_throughput(members: list[LinkRecord]) -> dict[str, int | None]:
@@ -129,4 +140,13 @@ def _newest_throughput(members: list[LinkRecord]) -> dict[str, int | None]:
 
 
 def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 6)
+    """`value` rounded to 6 decimals, as a float: the same object when it is such already."""
+    if value is None:
+        return None
+    rounded = round(float(value), 6)
+    return value if type(value) is float and rounded == value else rounded
+
+
+#: Site records and their delays, each kind sharing one key table (`shared_keys`).
+_site_dict = key_sharing_dicts()
+_delay_dict = key_sharing_dicts()

@@ -532,3 +532,22 @@ def test_a_site_pair_shows_the_newest_test_among_its_host_pairs() -> None:
     assert (untested["throughput_bps"], untested["throughput_age_s"]) == (None, None)
     single = aggregate_sites(links[:1])[0]
     assert (single["throughput_bps"], single["throughput_age_s"]) == (9_000_000_000, 7200)
+
+
+def test_a_one_link_site_pair_shares_its_links_rounded_values() -> None:
+    delay = {"mean": 1.2345, "median": 1.5, "std": 0.25, "min": 1.0, "p95": 2.0}
+    shared = record("1", "2", "h1", "h2", None, None, cost=0.4321, delay_ms=delay)
+    (site,) = aggregate_sites([shared])
+    assert site["cost"] is shared["cost"] and site["delay_ms"] is shared["delay_ms"]
+    delay = {"mean": 1.23456789, "median": 1, "std": None, "min": 0.123456789, "p95": 2}
+    rounded = record("1", "2", "h1", "h2", None, None, cost=0.123456789, delay_ms=delay)
+    (site,) = aggregate_sites([rounded])
+    assert site["cost"] == 0.123457
+    assert site["delay_ms"] == {
+        "mean": 1.234568,
+        "median": 1.0,
+        "std": None,
+        "min": 0.123456789,
+        "p95": 2,
+    }
+    assert type(site["delay_ms"]["median"]) is float and site["delay_ms"] is not rounded["delay_ms"]

@@ -1,0 +1,31 @@
+"""Dicts of one kind of record built to share their key table (PEP 412 key-sharing dicts).
+
+A snapshot holds a record per link and per site pair, each a dict of some 20 keys. An ordinary
+dict of a link record's 22 keys takes 832 bytes on CPython 3.11, most of them its own key table
+(room for 42 entries); the `__dict__` of an object shares its class's key table and holds only
+the values: 248 bytes. At 100,000 links that is over 50 MB of the process's memory.
+
+The dicts built here are ordinary dicts in every other way (type, equality, key order, JSON):
+one given a key its kind does not have takes a key table of its own, as any dict would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+Record = dict[str, Any]
+Items = Mapping[str, Any] | Iterable[tuple[str, Any]]
+
+
+def key_sharing_dicts() -> Callable[[Items], Record]:
+    """A constructor like `dict(items)` whose dicts share one key table: give it the records of
+    one kind (a class of their own: records of other kinds never add keys to their table)."""
+    holder = type("SharedKeys", (), {"__module__": __name__})
+
+    def build(items: Items) -> Record:
+        record: Record = holder().__dict__
+        record.update(items)
+        return record
+
+    return build
