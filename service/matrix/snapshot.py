@@ -261,7 +261,7 @@ def _records(
     )
     delay_values = zip(*(c[k] for k in DELAY_KEYS), strict=True)
     # strict=False inside: each tuple comes from a strict zip of as many columns as keys
-    delays = [_delay_record(zip(DELAY_KEYS, v, strict=False)) for v in delay_values]
+    delays = [dict(zip(DELAY_KEYS, v, strict=False)) for v in delay_values]
     reasons = (
         list(map(_REASON_BY_COMPLETENESS.__getitem__, c["complete"]))
         if has_model
@@ -288,6 +288,5 @@ def _json_values(values: np.ndarray) -> list[Any]:
 
 #: `utilisation_reason` with a model loaded, by whether the link has all its features.
 _REASON_BY_COMPLETENESS = ("insufficient_data", None)
-#: Records of links and their delays, each kind sharing one key table (`shared_keys`).
+#: Link records, sharing one key table (`shared_keys`).
 _host_record = key_sharing_dicts()
-_delay_record = key_sharing_dicts()

@@ -71,15 +71,13 @@ def _site_record(pair: tuple[str, str], members: list[LinkRecord]) -> LinkRecord
             "congestion_probability": mean_of(m["congestion_probability"] for m in members),
             "utilisation_low": mean_of(m["utilisation_low"] for m in members),
             "utilisation_high": mean_of(m["utilisation_high"] for m in members),
-            "delay_ms": _delay_dict(
-                {
-                    "mean": mean_of(d["mean"] for d in delays),
-                    "median": mean_of(d["median"] for d in delays),
-                    "std": mean_of(d["std"] for d in delays),
-                    "min": min(mins) if mins else None,
-                    "p95": max(p95s) if p95s else None,
-                }
-            ),
+            "delay_ms": {
+                "mean": mean_of(d["mean"] for d in delays),
+                "median": mean_of(d["median"] for d in delays),
+                "std": mean_of(d["std"] for d in delays),
+                "min": min(mins) if mins else None,
+                "p95": max(p95s) if p95s else None,
+            },
             "packet_loss": mean_of(m["packet_loss"] for m in members),
             "samples": sum(m["samples"] for m in members),
             "last_measurement": max(lasts) if lasts else None,
@@ -124,7 +122,7 @@ def _single_site_delay(delay: dict[str, Any]) -> dict[str, Any]:
     site = {key: _rounded(delay[key]) for key in ("mean", "median", "std")}
     site |= {"min": delay["min"], "p95": delay["p95"]}
     unchanged = tuple(delay) == DELAY_KEYS and all(site[k] is delay[k] for k in DELAY_KEYS)
-    return delay if unchanged else _delay_dict(site)
+    return delay if unchanged else site
 
 
 def _newest_throughput(members: list[LinkRecord]) -> dict[str, int | None]:
@@ -147,6 +145,5 @@ def _rounded(value: float | None) -> float | None:
     return value if type(value) is float and rounded == value else rounded
 
 
-#: Site records and their delays, each kind sharing one key table (`shared_keys`).
+#: Site records, sharing one key table (`shared_keys`).
 _site_dict = key_sharing_dicts()
-_delay_dict = key_sharing_dicts()

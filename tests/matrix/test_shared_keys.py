@@ -28,6 +28,8 @@ def test_a_link_records_keys_are_shared_not_copied() -> None:
     shared = build(zip(HOST_RECORD_KEYS, VALUES, strict=True))
     plain = dict(zip(HOST_RECORD_KEYS, VALUES, strict=True))
     assert sys.getsizeof(shared) < sys.getsizeof(plain) / 2
+    from_dict = build(plain)  # not a copy of the dict's own key table
+    assert from_dict == plain and sys.getsizeof(from_dict) == sys.getsizeof(shared)
 
 
 def test_kinds_keep_their_own_keys_and_a_new_key_is_taken() -> None:
