@@ -15,7 +15,7 @@ from service.analysis.features import FEATURE_NAMES
 from service.analysis.link_analysis import analyse_links
 from service.analysis.predictor import ModelInfo
 from service.matrix.matrix_body import BLOCK_LINKS, encode_body
-from service.matrix.snapshot import CostMatrix, build_cost_matrix
+from service.matrix.snapshot import CostMatrix, _shared_values, build_cost_matrix
 from service.matrix.views import aggregate_sites, dense_matrix
 from service.parse.records import MeasurementKind, ParsedMessage
 from service.publish.schemas import CostMatrixOut, LinkOut
@@ -551,3 +551,13 @@ def test_a_one_link_site_pair_shares_its_links_rounded_values() -> None:
         "p95": 2,
     }
     assert type(site["delay_ms"]["median"]) is float and site["delay_ms"] is not rounded["delay_ms"]
+
+
+def test_repeated_values_share_one_object_and_signed_zeros_stay() -> None:
+    values = np.array([0.25, -0.0, 0.25, 0.0, np.nan, 0.25, -0.0, 0.25])
+    shared = _shared_values(values, np.isnan(values))
+    assert orjson.dumps(shared) == b"[0.25,-0.0,0.25,0.0,null,0.25,-0.0,0.25]"
+    assert shared[0] is shared[2] is shared[5] and shared[1] is shared[6]
+    whole = _shared_values(np.full(4, 1_700_000_040), np.array([False, False, True, False]))
+    assert whole == [1_700_000_040, 1_700_000_040, None, 1_700_000_040]
+    assert whole[0] is whole[3]
