@@ -62,15 +62,15 @@ def rucio_client_config(rucio_server: RucioServer, monkeypatch: pytest.MonkeyPat
 
 
 def test_congested_source_is_ranked_last_and_returns_to_its_baseline(
-    rucio_server, nettel_costs, tmp_path
+    rucio_server, rucio_side, nettel_costs, tmp_path
 ):
     rses = {"R1_CERN": "CERN", "R1_RAL": "RAL", "R1_PIC": "PIC"}
     baselines = [["R1_CERN", "R1_PIC", 3], ["R1_RAL", "R1_PIC", 4], ["R1_PIC", "R1_CERN", 5]]
     transfer = {"replicas": ["R1_CERN", "R1_RAL"], "rule": "R1_PIC"}
     rucio_setup(
-        rucio_server, {"group": "rank", "rses": rses, "distances": baselines, "transfer": transfer}
+        rucio_side, {"group": "rank", "rses": rses, "distances": baselines, "transfer": transfer}
     )
-    assert transfer_ranking(rucio_server)["R1_PIC"] == [["R1_CERN", 3], ["R1_RAL", 4]]
+    assert transfer_ranking(rucio_side)["R1_PIC"] == [["R1_CERN", 3], ["R1_RAL", 4]]
 
     metrics = tmp_path / "metrics.prom"
     congested = {("CERN", "PIC"): 0.9, ("RAL", "PIC"): 0.05, ("PIC", "CERN"): 0.1}
@@ -83,7 +83,7 @@ def test_congested_source_is_ranked_last_and_returns_to_its_baseline(
     assert distance(rucio_server, "R1_CERN", "R1_PIC") == 3 + 27
     assert distance(rucio_server, "R1_RAL", "R1_PIC") == 4 + 4
     assert distance(rucio_server, "R1_PIC", "R1_CERN") == 5 + 5
-    assert transfer_ranking(rucio_server)["R1_PIC"] == [["R1_RAL", 8], ["R1_CERN", 30]]
+    assert transfer_ranking(rucio_side)["R1_PIC"] == [["R1_RAL", 8], ["R1_CERN", 30]]
     exported = metrics.read_text()
     assert 'nettel_rucio_sync_rucio_requests_total{operation="update_distance"} 3.0' in exported
     assert "nettel_rucio_sync_pairs_changed_total 3.0" in exported
@@ -110,16 +110,14 @@ def test_congested_source_is_ranked_last_and_returns_to_its_baseline(
     nettel_costs.set(congested | {("CERN", "PIC"): 0.004})  # calm: no penalty at all
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "rank") == 0
     assert distance(rucio_server, "R1_CERN", "R1_PIC") == 3
-    assert transfer_ranking(rucio_server)["R1_PIC"] == [["R1_CERN", 3], ["R1_RAL", 8]]
+    assert transfer_ranking(rucio_side)["R1_PIC"] == [["R1_CERN", 3], ["R1_RAL", 8]]
 
 
 def test_pairs_without_a_row_are_left_alone_unless_add_missing(
-    rucio_server, nettel_costs, tmp_path
+    rucio_server, rucio_side, nettel_costs, tmp_path
 ):
     rses = {"R2_A": "SITE-A", "R2_B": "SITE-B"}
-    rucio_setup(
-        rucio_server, {"group": "missing", "rses": rses, "distances": [["R2_A", "R2_B", 2]]}
-    )
+    rucio_setup(rucio_side, {"group": "missing", "rses": rses, "distances": [["R2_A", "R2_B", 2]]})
     nettel_costs.set({("SITE-A", "SITE-B"): 1.0, ("SITE-B", "SITE-A"): 1.0})
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "missing") == 0
     assert distance(rucio_server, "R2_A", "R2_B") == 2 + 30
@@ -130,11 +128,11 @@ def test_pairs_without_a_row_are_left_alone_unless_add_missing(
 
 
 def test_without_nettel_data_every_pair_returns_to_its_baseline(
-    rucio_server, nettel_costs, tmp_path, capsys
+    rucio_server, rucio_side, nettel_costs, tmp_path, capsys
 ):
     rses = {"R3_A": "SITE-A", "R3_B": "SITE-B"}
     rows = [["R3_A", "R3_B", 7], ["R3_B", "R3_A", 7]]
-    rucio_setup(rucio_server, {"group": "nodata", "rses": rses, "distances": rows})
+    rucio_setup(rucio_side, {"group": "nodata", "rses": rses, "distances": rows})
     nettel_costs.set({("SITE-A", "SITE-B"): 0.9, ("SITE-B", "SITE-A"): 0.5})
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "nodata") == 0
     assert (distance(rucio_server, "R3_A", "R3_B"), distance(rucio_server, "R3_B", "R3_A")) == (
@@ -150,11 +148,13 @@ def test_without_nettel_data_every_pair_returns_to_its_baseline(
     )
 
 
-def test_a_distance_set_by_hand_becomes_the_baseline(rucio_server, nettel_costs, tmp_path):
+def test_a_distance_set_by_hand_becomes_the_baseline(
+    rucio_server, rucio_side, nettel_costs, tmp_path
+):
     from rucio.client import Client
 
     rses = {"R4_A": "SITE-A", "R4_B": "SITE-B"}
-    rucio_setup(rucio_server, {"group": "edit", "rses": rses, "distances": [["R4_A", "R4_B", 1]]})
+    rucio_setup(rucio_side, {"group": "edit", "rses": rses, "distances": [["R4_A", "R4_B", 1]]})
     nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "edit") == 0
     assert distance(rucio_server, "R4_A", "R4_B") == 1 + 30
@@ -168,10 +168,10 @@ def test_a_distance_set_by_hand_becomes_the_baseline(rucio_server, nettel_costs,
 
 
 def test_dry_run_prints_what_would_change_and_writes_nothing(
-    rucio_server, nettel_costs, tmp_path, capsys
+    rucio_server, rucio_side, nettel_costs, tmp_path, capsys
 ):
     rses = {"R5_A": "SITE-A", "R5_B": "SITE-B"}
-    rucio_setup(rucio_server, {"group": "dry", "rses": rses, "distances": [["R5_A", "R5_B", 2]]})
+    rucio_setup(rucio_side, {"group": "dry", "rses": rses, "distances": [["R5_A", "R5_B", 2]]})
     nettel_costs.set({("SITE-A", "SITE-B"): 0.6})
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "dry", "--dry-run") == 0
     assert capsys.readouterr().out == (
@@ -182,13 +182,13 @@ def test_dry_run_prints_what_would_change_and_writes_nothing(
 
 
 def test_refused_writes_are_counted_every_pair_is_tried_and_nothing_is_lost(
-    rucio_server, nettel_costs, tmp_path
+    rucio_server, rucio_side, nettel_costs, tmp_path
 ):
     """A Rucio account without admin rights may read distances but not set them."""
     rses = {"R6_A": "SITE-A", "R6_B": "SITE-B", "R6_C": "SITE-C"}
     rows = [["R6_A", "R6_B", 2], ["R6_A", "R6_C", 2], ["R6_B", "R6_C", 2]]
     spec = {"group": "denied", "rses": rses, "distances": rows, "users": ["reader6"]}
-    rucio_setup(rucio_server, spec)
+    rucio_setup(rucio_side, spec)
     nettel_costs.set(
         {("SITE-A", "SITE-B"): 1.0, ("SITE-A", "SITE-C"): 1.0, ("SITE-B", "SITE-C"): 1.0}
     )
@@ -215,14 +215,14 @@ def test_refused_writes_are_counted_every_pair_is_tried_and_nothing_is_lost(
 
 
 def test_one_pair_rucio_cannot_store_fails_alone_retried_counted_and_logged(
-    rucio_server, nettel_costs, tmp_path
+    rucio_server, rucio_side, nettel_costs, tmp_path
 ):
     """A distance past Rucio's 64-bit INTEGER column (an operator's baseline of 2**63 - 1, plus a
     penalty) is refused by Rucio's database with a server error: that pair's write is retried,
     then counted and logged, and the other pairs of the sync are written."""
     rses = {"R8_A": "SITE-A", "R8_B": "SITE-B", "R8_C": "SITE-C"}
     rows = [["R8_A", "R8_B", 2], ["R8_A", "R8_C", 2], ["R8_B", "R8_C", 2]]
-    rucio_setup(rucio_server, {"group": "onefails", "rses": rses, "distances": rows})
+    rucio_setup(rucio_side, {"group": "onefails", "rses": rses, "distances": rows})
     nettel_costs.set(
         {("SITE-A", "SITE-B"): 1.0, ("SITE-A", "SITE-C"): 1.0, ("SITE-B", "SITE-C"): 1.0}
     )
@@ -259,12 +259,10 @@ def test_one_pair_rucio_cannot_store_fails_alone_retried_counted_and_logged(
 
 
 def test_settings_come_from_the_environment_and_flags_win(
-    rucio_server, nettel_costs, tmp_path, monkeypatch
+    rucio_server, rucio_side, nettel_costs, tmp_path, monkeypatch
 ):
     rses = {"R9_A": "SITE-A", "R9_B": "SITE-B"}
-    rucio_setup(
-        rucio_server, {"group": "environ", "rses": rses, "distances": [["R9_A", "R9_B", 2]]}
-    )
+    rucio_setup(rucio_side, {"group": "environ", "rses": rses, "distances": [["R9_A", "R9_B", 2]]})
     nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
     monkeypatch.setenv("NETTEL_RUCIO_SYNC_NETTEL_URL", nettel_costs.url)
     monkeypatch.setenv("NETTEL_RUCIO_SYNC_STATE_DIR", str(tmp_path))
@@ -278,10 +276,10 @@ def test_settings_come_from_the_environment_and_flags_win(
 
 
 def test_the_daemon_syncs_every_interval_serves_metrics_and_stops_on_sigterm(
-    rucio_server, nettel_costs, tmp_path
+    rucio_server, rucio_side, nettel_costs, tmp_path
 ):
     rses = {"R7_A": "SITE-A", "R7_B": "SITE-B"}
-    rucio_setup(rucio_server, {"group": "daemon", "rses": rses, "distances": [["R7_A", "R7_B", 4]]})
+    rucio_setup(rucio_side, {"group": "daemon", "rses": rses, "distances": [["R7_A", "R7_B", 4]]})
     nettel_costs.set({("SITE-A", "SITE-B"): 1.0})
     port = free_port()
     command = [sys.executable, "-m", "service", "rucio-sync", "--nettel-url", nettel_costs.url]
@@ -310,7 +308,7 @@ def test_the_daemon_syncs_every_interval_serves_metrics_and_stops_on_sigterm(
 
 
 def test_distances_restored_behind_rucio_syncs_back_are_repaired_within_the_rotation(
-    rucio_server, nettel_costs, tmp_path
+    rucio_server, rucio_side, nettel_costs, tmp_path
 ):
     """The reported drift: Rucio's distances were put back (a restored database) while the costs
     stayed, so the congested source ranked first again. Each sync reads again the managed pairs
@@ -324,7 +322,7 @@ def test_distances_restored_behind_rucio_syncs_back_are_repaired_within_the_rota
     rows = [[*cern, 3], [*ral, 4]]
     transfer = {"replicas": ["R10_CERN", "R10_RAL"], "rule": "R10_PIC"}
     rucio_setup(
-        rucio_server, {"group": "drift", "rses": rses, "distances": rows, "transfer": transfer}
+        rucio_side, {"group": "drift", "rses": rses, "distances": rows, "transfer": transfer}
     )
     nettel_costs.set({("CERN", "PIC"): 1.0, ("RAL", "PIC"): 0.05})
     assert rucio_sync(rucio_server, nettel_costs, tmp_path, "drift") == 0  # sync 0
@@ -336,7 +334,7 @@ def test_distances_restored_behind_rucio_syncs_back_are_repaired_within_the_rota
     # a backup taken after the first sync for CERN and before any for RAL is restored
     Client().update_distance(*cern, {"distance": 33})
     Client().update_distance(*ral, {"distance": 4})
-    assert transfer_ranking(rucio_server)["R10_PIC"] == [["R10_RAL", 4], ["R10_CERN", 33]]
+    assert transfer_ranking(rucio_side)["R10_PIC"] == [["R10_RAL", 4], ["R10_CERN", 33]]
     # the report: a restore to the baselines puts the congested source first again
     repaired_at = {
         pair: next(
@@ -349,7 +347,7 @@ def test_distances_restored_behind_rucio_syncs_back_are_repaired_within_the_rota
         for pair, restored, wanted in ((cern, 33, 30), (ral, 4, 8)):
             expected = wanted if sync_number >= repaired_at[pair] else restored
             assert distance(rucio_server, *pair) == expected, (pair, sync_number)
-    assert transfer_ranking(rucio_server)["R10_PIC"] == [["R10_RAL", 8], ["R10_CERN", 30]]
+    assert transfer_ranking(rucio_side)["R10_PIC"] == [["R10_RAL", 8], ["R10_CERN", 30]]
     state = json.loads((tmp_path / "rucio-sync.json").read_text())
     assert state["pairs"]["R10_CERN"]["R10_PIC"]["baseline"] == 3  # not adopted
     assert state["pairs"]["R10_RAL"]["R10_PIC"]["baseline"] == 4
