@@ -29,12 +29,12 @@ import time
 import httpx
 import pytest
 
-from devtools.activemq import generate_test_pki
 from devtools.metrics_reader import metric_value
 from devtools.service_process import ServiceProcess
 from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.config import LOSS_TOPIC
+from tests.integration.conftest import server_only
 from tests.integration.wire import (
     SequenceFeed,
     current_minute_ts,
@@ -48,8 +48,10 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 #: Failed reconnects (backoff about 0.5, 1, 2, 4 s, then the 5 s cap) after which the service's
 #: ingest link waits its longest between attempts.
 CAPPED_AFTER_FAILURES = 5
-#: Datapoints confirmed by the broker while the service is stopped (10 s of the feed).
+#: Datapoints confirmed by the broker while the service is stopped.
 WHILE_STOPPED = 500
+#: Datapoints per second the feed asks for (each waits for its receipt, so it gets fewer).
+FEED_RATE = 200.0
 HEARTBEAT_MS = 1000
 STALL_SECONDS = 4.0
 VHOST = "perfsonar"
@@ -69,7 +71,7 @@ def assert_all_landed(service: ServiceProcess, published: list[int], timeout: fl
         return dict(seen) if expected <= set(seen) else None
 
     try:
-        links = wait_for(landed, timeout=timeout, interval=1.0, what=f"{len(expected)} datapoints")
+        links = wait_for(landed, timeout=timeout, interval=0.25, what=f"{len(expected)} datapoints")
     except AssertionError as timed_out:
         missing = sorted(expected - set(seen), key=lambda ip: tuple(map(int, ip.split("."))))
         raise AssertionError(
@@ -98,7 +100,7 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
         broker.brokers, "--interval", "1", "--heartbeat-ms", "2000", "--client-id", "fault-1"
     )
     wait_until_subscribed(service.url, broker.brokers)
-    feed = SequenceFeed(broker.brokers).start()
+    feed = SequenceFeed(broker.brokers, rate_per_second=FEED_RATE).start()
     published_more(feed, 100, "datapoints before the broker is killed")
     broker.kill()
     wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 503, timeout=10)
@@ -124,13 +126,13 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
 
 
 def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
-    broker_factory, nettel_service, tmp_path
+    stomp_broker, nettel_service, tmp_path
 ):
-    broker = broker_factory()
+    broker = stomp_broker  # the session's: a client id of its own keeps the test apart
     args = ("--interval", "1", "--state-dir", str(tmp_path / "state"), "--client-id", "fault-2")
     service = nettel_service(broker.brokers, *args)
     wait_until_subscribed(service.url, broker.brokers)
-    feed = SequenceFeed(broker.brokers).start()
+    feed = SequenceFeed(broker.brokers, rate_per_second=FEED_RATE).start()
     wait_for(lambda: links_to(service.url, SequenceFeed.DESTINATION), what="first datapoints")
     published_more(feed, 100, "datapoints before the stop")
     first = SequenceFeed.source_of(1)
@@ -146,8 +148,8 @@ def test_datapoints_published_while_the_service_is_stopped_are_all_applied(
     assert_all_landed(restarted, feed.stop())
 
 
-def test_sigkill_at_a_random_moment_loses_nothing(broker_factory, nettel_service, tmp_path):
-    broker = broker_factory()
+def test_sigkill_at_a_random_moment_loses_nothing(stomp_broker, nettel_service, tmp_path):
+    broker = stomp_broker  # the session's: a client id of its own keeps the test apart
     args = (
         "--interval",
         "1",
@@ -173,9 +175,9 @@ def test_sigkill_at_a_random_moment_loses_nothing(broker_factory, nettel_service
 
 @pytest.mark.rabbitmq
 def test_tls_into_a_vhost_with_a_durable_queue_named_after_the_client(
-    rabbitmq_factory, nettel_service, tmp_path
+    rabbitmq_factory, nettel_service, test_pki
 ):
-    tls = generate_test_pki(tmp_path / "tls")
+    tls = server_only(test_pki)
     broker = rabbitmq_factory(vhost=VHOST, tls=tls)
     args = ("--interval", "1", "--client-id", "osg-like", "--broker-vhost", VHOST)
     tls_args = ("--broker-tls", "true", "--broker-ca-file", str(tls.ca_file))

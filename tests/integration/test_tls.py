@@ -1,9 +1,10 @@
 """Broker TLS (ActiveMQ stomp+ssl) and keeping credentials secret.
 
-A private broker with a stomp+ssl connector and a throw-away CA (`generate_test_pki`) serves
-the module: `nettel serve --broker-tls true --broker-ca-file CA` connects and ingests; with a
-CA that did not sign the broker's certificate it stays unready and says why in its log; with a
-broker that requires client certificates, `--broker-cert-file/--broker-key-file` get it in.
+A private broker with a stomp+ssl connector and the session's throw-away CA (`test_pki`, from
+`generate_test_pki`) serves the module: `nettel serve --broker-tls true --broker-ca-file CA`
+connects and ingests; with a CA that did not sign the broker's certificate it stays unready and
+says why in its log; with a broker that requires client certificates (the same CA),
+`--broker-cert-file/--broker-key-file` get it in.
 The STOMP passcode shows up nowhere: not in the log (even at DEBUG), /metrics, /openapi.json,
 the other endpoints, nor in the error for an invalid setting.
 """
@@ -28,7 +29,6 @@ from devtools.activemq import (
     BrokerTls,
     create_test_ca,
     free_port,
-    generate_test_pki,
     issue_client_certificate,
     start_activemq,
 )
@@ -39,6 +39,7 @@ from service.broker.link import TlsFiles
 from service.config import load_settings
 from service.errors import ConfigError
 from service.runtime import broker_tls_files
+from tests.integration.conftest import server_only
 from tests.integration.wire import current_minute_ts, get_json, sample_body
 
 LOSS = "/topic/perfsonar.raw.packet-loss-rate"
@@ -62,8 +63,9 @@ SERVE = (
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> BrokerTls:
-    return generate_test_pki(tmp_path_factory.mktemp("pki"))
+def pki(test_pki: BrokerTls) -> BrokerTls:
+    """The session's PKI for a broker that asks clients for no certificate."""
+    return server_only(test_pki)
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +175,10 @@ def test_plain_stomp_to_the_tls_port_stays_unready(tls_broker, nettel_service):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="client keys as PEM need openssl")
 def test_client_certificate_for_a_broker_that_requires_one(
-    tmp_path_factory, activemq_factory, nettel_service
+    test_pki, activemq_factory, nettel_service
 ):
-    mutual = generate_test_pki(tmp_path_factory.mktemp("mutual-pki"), need_client_auth=True)
+    mutual = test_pki  # with its trust store: the broker requires client certificates
+    assert mutual.need_client_auth
     cert, key = issue_client_certificate(mutual)
     broker = activemq_factory(tls=mutual)
     common = (*SERVE, "--broker-tls", "true", "--broker-ca-file", str(mutual.ca_file))
