@@ -14,7 +14,10 @@ With `results`, the feed also publishes the mesh's throughput tests and tracerou
 feed does (three weeks of throughput history with the first minute, then each test in the
 minute it starts), and the cycle hands their results to the alarms; without `delay_loss` it
 publishes those alone (days of a mesh's throughput tests replay in minutes), and `run` may
-recompute every few minutes only.
+recompute every few minutes only. With `minutes_per_message`, each link's delay and loss of
+up to that many minutes (never past a recompute) arrive in one message each when the last of
+them is published, as a collector's backlog brings them: the same datapoints in fewer
+messages, for replays of days.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import orjson
 
 from benchmarks.support.alarm_scenarios import InjectedFault, SimulatedTruth, fault_layout
@@ -35,15 +39,12 @@ from service.matrix.cycle import AnalysisObserver, CycleObservers, MatrixCycle
 from service.runtime import load_model_slot, topic_kinds
 from service.state.link_state import LinkState
 from service.topology.layouts import parse_topology
-from simulation.bus_format import Message
+from simulation.bus_format import Message, build_delay_message, build_loss_message
 from simulation.demo_feed import (
     PUBLISH_LAG_S,
-    demo_minute,
     history_messages,
     minute_messages,
     result_messages,
-    simulate_demo_minute,
-    simulate_demo_tests,
 )
 from simulation.faults import (
     Fault,
@@ -54,8 +55,8 @@ from simulation.faults import (
     plan_faults,
 )
 from simulation.mesh_inventory import build_cric_export
-from simulation.simulator import Mesh, build_mesh, simulate_utilisation
-from simulation.throughput_traces import MeshRoutes, build_routes
+from simulation.simulator import Mesh, build_mesh, simulate_minute, simulate_utilisation
+from simulation.throughput_traces import MeshRoutes, build_routes, simulate_tests
 
 
 class SimulatedClock:
@@ -90,7 +91,12 @@ class MeshReplay:
     routes: MeshRoutes | None = None
     #: Whether the minutes' delay and loss are published.
     delay_loss: bool = True
+    #: Minutes each link's delay and loss messages carry at most (1: one message per minute, as
+    #: the demo feed sends them; more: as a collector's backlog brings them).
+    minutes_per_message: int = 1
     next_minute: int = 0
+    #: The utilisation of the hour being replayed: its first minute, links x minutes.
+    _hour: tuple[int, np.ndarray] = field(init=False, repr=False, default=(0, np.zeros((0, 0))))
 
     def __post_init__(self) -> None:
         self.next_minute = self.first_minute
@@ -100,39 +106,79 @@ class MeshReplay:
 
     def run(self, minutes: int, cycle_every: int = 1) -> None:
         """Replay the next `minutes` minutes, recomputing after every `cycle_every`-th (and the
-        last): the alarms catch up on the minutes in between (at most the 32-minute window)."""
+        last): the alarms catch up on the minutes in between (at most the 32-minute window).
+        Minutes reach the pipeline in batches of up to `minutes_per_message`, each ending at a
+        recompute at the latest."""
         last = self.next_minute + minutes - 1
+        batch: list[int] = []
         for minute in range(self.next_minute, last + 1):
-            self.clock.now = (minute + 1) * 60 + PUBLISH_LAG_S
-            self.pipeline.handle_frames(self._frames(minute))
-            if (minute - self.first_minute + 1) % cycle_every == 0 or minute == last:
+            batch.append(minute)
+            recompute = (minute - self.first_minute + 1) % cycle_every == 0 or minute == last
+            if recompute or len(batch) == self.minutes_per_message:
+                self.clock.now = (minute + 1) * 60 + PUBLISH_LAG_S
+                self.pipeline.handle_frames(self._frames(batch))
+                batch = []
+            if recompute:
                 self.clock.now = (minute + 1) * 60 + max(self.settle_seconds, PUBLISH_LAG_S)
                 self.cycle.recompute()
         self.next_minute += minutes
 
-    def _frames(self, minute: int) -> list[Frame]:
-        elapsed = minute - self.first_minute
+    def _frames(self, minutes: list[int]) -> list[Frame]:
         messages: list[Message] = []
-        if self.routes is not None and minute == self.first_minute:
-            messages += history_messages(self.mesh, self.seed, minute, self.clock.now)
-        if not self.delay_loss:
+        if self.routes is not None and minutes[0] == self.first_minute:
+            messages += history_messages(self.mesh, self.seed, minutes[0], self.clock.now)
+        published: list[FaultedMinute] = []
+        for minute in minutes:
+            elapsed = minute - self.first_minute
+            utilisation = self._utilisation(minute)
+            tests = None
             if self.routes is not None:
-                tests = simulate_demo_tests(self.mesh, self.seed, minute)
-                tests = apply_test_faults(tests, self.routes, self.plan, elapsed)
-                messages += result_messages(self.mesh, tests, self.routes, self.clock.now)
-        elif self.routes is not None:
-            measured, tests = demo_minute(self.mesh, self.seed, minute)
-            faulted = apply_faults(measured, self.plan, elapsed, tests, self.routes)
-            messages += self._observed(faulted)
-        else:
-            measured = simulate_demo_minute(self.mesh, self.seed, minute)
-            messages += self._observed(apply_faults(measured, self.plan, elapsed))
+                tests = simulate_tests(self.mesh, self.seed, minute, utilisation)
+                if not self.delay_loss:
+                    tests = apply_test_faults(tests, self.routes, self.plan, elapsed)
+                    messages += result_messages(self.mesh, tests, self.routes, self.clock.now)
+            if self.delay_loss:
+                measured = simulate_minute(self.mesh, utilisation, minute, self.seed)
+                faulted = apply_faults(measured, self.plan, elapsed, tests, self.routes)
+                for observe in self.minute_observers:
+                    observe(faulted)
+                published.append(faulted)
+        if len(published) == 1:
+            messages += minute_messages(self.mesh, published[0], self.clock.now, self.routes)
+        elif published:
+            messages += _backlog_messages(self.mesh, published, self.clock.now, self.routes)
         return [(headers["destination"], orjson.dumps(body), None) for headers, body in messages]
 
-    def _observed(self, faulted: FaultedMinute) -> list[Message]:
-        for observe in self.minute_observers:
-            observe(faulted)
-        return minute_messages(self.mesh, faulted, self.clock.now, self.routes)
+    def _utilisation(self, minute: int) -> np.ndarray:
+        """The demo feed's utilisation of `minute` (`demo_minute`'s), simulated an hour at a
+        time: each column equals the minute's own."""
+        first, hour = self._hour
+        if not first <= minute < first + hour.shape[1]:
+            first = minute - minute % 60
+            hour = simulate_utilisation(self.mesh, first, 60, self.seed)
+            self._hour = (first, hour)
+        return hour[:, minute - first]
+
+
+def _backlog_messages(
+    mesh: Mesh, minutes: Sequence[FaultedMinute], sent_at: float, routes: MeshRoutes | None
+) -> list[Message]:
+    """`minute_messages` of several minutes with each link's delay and loss in one message
+    each (a datapoint per minute it published), then the minutes' tests and traceroutes."""
+    messages = []
+    for link in range(mesh.n_links):
+        published = [m.measurements for m in minutes if m.published[link]]
+        delays = {m.timestamp: h for m in published if (h := m.histogram(link))}
+        if delays:
+            messages.append(build_delay_message(mesh, link, delays, sent_at=sent_at))
+        if published:
+            losses = {m.timestamp: float(m.loss[link]) for m in published}
+            messages.append(build_loss_message(mesh, link, losses, sent_at=sent_at))
+    if routes is not None:
+        for minute in minutes:
+            if minute.tests is not None:
+                messages += result_messages(mesh, minute.tests, routes, sent_at)
+    return messages
 
 
 def build_replay(
@@ -144,11 +190,13 @@ def build_replay(
     predictor: UtilisationPredictor | None,
     results: bool = False,
     delay_loss: bool = True,
+    minutes_per_message: int = 1,
 ) -> MeshReplay:
     """The demo mesh of (`sites`, `seed`) with `faults` from `first_minute` on: the topology
     its CRIC export gives `nettel serve`, the pipeline on the service's topics, the matrix cycle
     with `predictor`, and the alarm service of each of `profiles` observing the cycle; with
-    `results` the mesh's throughput tests and traceroutes too, without `delay_loss` only them."""
+    `results` the mesh's throughput tests and traceroutes too, without `delay_loss` only them;
+    each link's delay and loss messages carry up to `minutes_per_message` minutes."""
     mesh = build_mesh(sites, seed)
     plan = plan_faults(mesh, faults)
     _, topology = parse_topology(build_cric_export(mesh))
@@ -185,6 +233,7 @@ def build_replay(
         settle,
         routes=routes,
         delay_loss=delay_loss,
+        minutes_per_message=minutes_per_message,
     )
 
 
