@@ -63,6 +63,8 @@ class Sizes:
     alarm_seeds: int
     alarm_calm_hours: float
     alarm_warmup_minutes: int
+    #: Sites of the demo mesh the result alarms (throughput tests, traceroutes) are replayed on.
+    result_alarm_sites: int
 
 
 FULL = Sizes(
@@ -117,27 +119,28 @@ FULL = Sizes(
     alarm_seeds=5,
     alarm_calm_hours=24.0,
     alarm_warmup_minutes=120,
+    result_alarm_sites=20,
 )
 
 QUICK = Sizes(
-    ingest_messages=2_000,
-    ingest_links=200,
+    ingest_messages=1_000,
+    ingest_links=100,
     producer_threads=2,
     cycle_links=(100, 400, 1_000),
     cycle_repeats=3,
-    memory_links=(400, 1_000),
+    memory_links=(1_000,),
     api_links=400,
     api_seconds=1.0,
     api_connections=4,
-    freshness_links=200,
+    freshness_links=100,
     freshness_rate=200.0,
     freshness_markers=5,
-    freshness_marker_interval=0.3,
+    freshness_marker_interval=0.2,
     start_links=400,
     start_repeats=1,
     flood_stages=(1_000, 2_500),
     flood_max_links=2_000,
-    flood_interval=1.0,
+    flood_interval=0.5,
     alto_links=1_600,
     alto_endpoints=10,
     alto_seconds=1.0,
@@ -171,4 +174,5 @@ QUICK = Sizes(
     alarm_seeds=2,
     alarm_calm_hours=1.0,
     alarm_warmup_minutes=60,
+    result_alarm_sites=8,
 )

@@ -1,10 +1,12 @@
 """Smoke test of the performance suite: `python -m benchmarks --quick` end to end.
 
-Runs each measurement of the core group (the default without --only) with tiny sizes, one per
-test (real brokers, real `nettel serve` processes, wrk or the Python load generator);
-test_measurements_quick.py runs some of the others. Checks the shape of the JSON report and of
-the markdown, never the timings: those depend on the machine and are the suite's output, not its
-correctness.
+Runs every measurement of the core group (the default without --only) with tiny sizes, a few
+per test and suite run (real brokers, real `nettel serve` processes, wrk or the Python load
+generator); test_measurements_quick.py runs some of the others. Each run costs seconds of its
+own (imports, the machine's reference workload before and after), so the measurements share
+runs, grouped to take about as long each, and the workers share the groups. Checks the shape of
+the JSON report and of the markdown, never the timings: those depend on the machine and are the
+suite's output, not its correctness.
 """
 
 from __future__ import annotations
@@ -74,12 +76,18 @@ FIGURES = {
     "start": {"cold_median", "warm_median"},
 }
 TARGET_KEYS = {"key", "label", "value", "comparison", "limit", "unit", "met"}
+#: The core measurements by suite run (about 45 s each alone on two cores).
+RUNS = (
+    ("ingest", "cycle", "memory", "start"),
+    ("ingest_rabbitmq", "api"),
+    ("link_flood", "freshness"),
+)
 
 
-def quick_run(output: Path, only: str) -> tuple[dict, str]:
-    """`python -m benchmarks --quick --only ONLY`: its report and markdown."""
+def quick_run(output: Path, names: tuple[str, ...]) -> tuple[dict, str]:
+    """`python -m benchmarks --quick --only NAMES`: its report and markdown."""
     docs = output / "performance.md"
-    command = [sys.executable, "-m", "benchmarks", "--quick", "--only", only]
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--only", ",".join(names)]
     completed = subprocess.run(
         [*command, "--output", str(output), "--docs", str(docs)],
         cwd=REPO_ROOT,
@@ -97,29 +105,35 @@ def test_the_core_group_is_what_runs_by_default() -> None:
     assert tuple(GROUPS["core"]) == MEASUREMENTS
 
 
+def test_the_runs_cover_the_core_group_once() -> None:
+    assert sorted(name for run in RUNS for name in run) == sorted(MEASUREMENTS)
+
+
 @pytest.mark.slow
 @pytest.mark.broker
-@pytest.mark.parametrize("name", MEASUREMENTS)
-def test_each_core_measurement_reports_its_figures_and_targets(name: str, tmp_path: Path) -> None:
-    """One measurement per test, so the workers share the suite's minutes."""
-    report, markdown = quick_run(tmp_path, name)
+@pytest.mark.parametrize("names", RUNS, ids="+".join)
+def test_each_core_measurement_reports_its_figures_and_targets(
+    names: tuple[str, ...], tmp_path: Path
+) -> None:
+    report, markdown = quick_run(tmp_path, names)
     assert report["quick"] is True
     assert report["errors"] == {}
-    assert set(report["measurements"]) == {name}
-    measured = report["measurements"][name]
-    assert FIGURES[name] <= set(measured["figures"])
-    assert {"title", "method", "targets", "notes", "details"} <= set(measured)
-    assert len(measured["targets"]) == report["targets_total"]
-    for target in measured["targets"]:
-        assert set(target) == TARGET_KEYS
-        assert target["comparison"] in (">=", "<=")
-        assert target["met"] in (True, False, None)
-    assert measured["title"] in markdown
+    assert set(report["measurements"]) == set(names)
+    for name in names:
+        measured = report["measurements"][name]
+        assert FIGURES[name] <= set(measured["figures"]), name
+        assert {"title", "method", "targets", "notes", "details"} <= set(measured), name
+        for target in measured["targets"]:
+            assert set(target) == TARGET_KEYS, name
+            assert target["comparison"] in (">=", "<="), name
+            assert target["met"] in (True, False, None), name
+        assert measured["title"] in markdown, name
+    targets = sum(len(report["measurements"][name]["targets"]) for name in names)
+    assert targets == report["targets_total"]
+    assert_markdown_renders_the_machine_and_targets(report, markdown)
 
 
-@pytest.mark.slow
-def test_markdown_renders_the_machine_and_targets(tmp_path: Path) -> None:
-    report, markdown = quick_run(tmp_path, "cycle")
+def assert_markdown_renders_the_machine_and_targets(report: dict, markdown: str) -> None:
     assert ENVIRONMENT_KEYS <= set(report["environment"])
     assert markdown.startswith("# Performance")
     assert report["environment"]["cpu_model"] in markdown
