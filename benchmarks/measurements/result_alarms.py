@@ -9,6 +9,7 @@ import numpy as np
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult, median
+from benchmarks.sizes import FULL, QUICK
 from benchmarks.support.alarm_replay import MeshReplay, build_replay
 from service.alarms.grouping import LINK_SEPARATOR
 from service.alarms.records import Alarm, AlarmKind
@@ -20,7 +21,6 @@ from simulation.simulator import Mesh, build_mesh
 from simulation.throughput_traces import THROUGHPUT_EVERY_MINUTES, TRACE_EVERY_MINUTES
 
 NAME = "result_alarms"
-SITES = 20
 #: The path replays start at a UTC midnight (2024-10-04).
 FIRST_MINUTE = 28_800_000
 #: Fault-free minutes first: a link's path is established after three traces (20 minutes).
@@ -43,7 +43,8 @@ RESULT_KINDS = {
     AlarmKind.DESTINATION_UNREACHABLE_MULTIPLE,
 }
 METHOD = (
-    f"The demo mesh ({SITES} sites, 380 directed links) is replayed on a simulated clock through "
+    f"The demo mesh ({FULL.result_alarm_sites} sites, 380 directed links; "
+    f"{QUICK.result_alarm_sites} sites at quick sizes) is replayed on a simulated clock through "
     "nettel's own parts, as `alarm_detection` does (`benchmarks/support/alarm_replay.py`: the "
     "demo feed's bus messages into the ingest pipeline and link state, the matrix cycle with "
     "the shipped model, the alarm service of the short profile as its observer), with the "
@@ -76,14 +77,15 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     result = MeasurementResult(NAME, "Alarms on throughput tests and traceroutes", METHOD)
     slot = load_model_slot(Settings())
     predictor = slot.current if slot is not None else None
+    sites = ctx.sizes.result_alarm_sites
     seeds = range(1) if ctx.quick else range(3)
     times: dict[str, list[float | None]] = {"link": [], "site": [], "cut": []}
     false_alarms: list[Alarm] = []
     rows = []
     for seed in seeds:
         ctx.log(f"result_alarms: path replay, seed {seed}")
-        faults = path_faults(build_mesh(SITES, seed), seed)
-        found, others = path_replay(seed, faults, predictor)
+        faults = path_faults(build_mesh(sites, seed), seed)
+        found, others = path_replay(sites, seed, faults, predictor)
         for name, minutes in found.items():
             times[name].append(minutes)
         false_alarms += others
@@ -116,9 +118,9 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     link_days = 0.0
     for phase in phases:
         ctx.log(f"result_alarms: throughput drop at {phase:.0%} of a bin")
-        found_hours, others, days = drop_replay(phase, predictor)
+        found_hours, others, days = drop_replay(sites, phase, predictor)
         false_alarms += others
-        link_days += days * (SITES * (SITES - 1) - 1)
+        link_days += days * (sites * (sites - 1) - 1)
         label = f"throughput drop at {phase:.0%} of a 4-day bin: onset -> bandwidth decreased"
         result.add(f"drop_{round(phase * 100)}_hours", label, found_hours, "h")
         drop_rows.append(
@@ -155,8 +157,8 @@ def run(ctx: SuiteContext) -> MeasurementResult:
 def path_faults(mesh: Mesh, seed: int) -> PathFaults:
     """A changed link between two sites, a site whose links all change, a site cut off: five
     distinct sites drawn from the seed."""
-    sites = [mesh.site_names[int(i)] for i in np.random.default_rng([seed, 43]).permutation(SITES)]
-    source, destination, changed, cut = sites[:4]
+    order = np.random.default_rng([seed, 43]).permutation(len(mesh.site_names))
+    source, destination, changed, cut = (mesh.site_names[int(i)] for i in order[:4])
     return PathFaults(
         link=Fault(FaultKind.PATH_CHANGE, f"{source}>{destination}", WARM_MINUTES),
         site=Fault(FaultKind.PATH_CHANGE, changed, WARM_MINUTES),
@@ -165,11 +167,11 @@ def path_faults(mesh: Mesh, seed: int) -> PathFaults:
 
 
 def path_replay(
-    seed: int, faults: PathFaults, predictor: object
+    sites: int, seed: int, faults: PathFaults, predictor: object
 ) -> tuple[dict[str, float | None], list[Alarm]]:
     """Minutes from onset to each fault's alarm (None: none), and the other result alarms."""
     replay = build_replay(
-        SITES,
+        sites,
         seed,
         [faults.link, faults.site, faults.cut],
         FIRST_MINUTE,
@@ -209,7 +211,9 @@ def path_replay(
     return found, others
 
 
-def drop_replay(phase: float, predictor: object) -> tuple[float | None, list[Alarm], float]:
+def drop_replay(
+    sites: int, phase: float, predictor: object
+) -> tuple[float | None, list[Alarm], float]:
     """Hours from a throughput drop starting at `phase` of its 4-day bin to its alarm (None:
     none within the limit), the alarms of these kinds that are not its, and the days
     replayed."""
@@ -217,11 +221,11 @@ def drop_replay(phase: float, predictor: object) -> tuple[float | None, list[Ala
     bin_start = (FIRST_MINUTE // bin_minutes + 1) * bin_minutes
     onset_minute = bin_start + round(phase * bin_minutes)
     first_minute = onset_minute - 60
-    mesh = build_mesh(SITES, 0)
+    mesh = build_mesh(sites, 0)
     source, destination = path_faults(mesh, 0).link.target.split(">")
     fault = Fault(FaultKind.THROUGHPUT_DROP, f"{source}>{destination}", 60, DROP_PERCENT)
     replay = build_replay(
-        SITES, 0, [fault], first_minute, ("short",), predictor,  # type: ignore[arg-type]
+        sites, 0, [fault], first_minute, ("short",), predictor,  # type: ignore[arg-type]
         results=True, delay_loss=False,
     )  # fmt: skip
     link = _host_of(mesh, source) + LINK_SEPARATOR + _host_of(mesh, destination)
