@@ -10,6 +10,7 @@ import numpy as np
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult, median
+from benchmarks.sizes import FULL, QUICK
 from benchmarks.support.link_fill import build_full_state
 from benchmarks.support.model import shipped_model
 from service.analysis.predictor import UtilisationPredictor
@@ -19,7 +20,6 @@ from service.state.link_state import LinkState
 from service.state.throughput_state import ThroughputState
 
 NAME = "cycle_results"
-ROUNDS = 20
 #: Seconds between two recomputes (--freshness 1 s with data arriving all the time).
 GAP_S = 1.0
 #: A throughput test every this many seconds per link (WLCG's meshes: 4 to 6 hours).
@@ -30,7 +30,8 @@ METHOD = (
     f"{TEST_EVERY_S // 3600} hours at its own second, the latest within the last "
     f"{TEST_EVERY_S // 3600} hours. Two `MatrixCycle`s (the shipped model, a test clock) "
     "recompute it in turns, one seeing the tests, the other the same state with empty "
-    f"throughput columns; after a first recompute each, {ROUNDS} rounds: each round changes a "
+    "throughput columns; after a first recompute each, as many rounds as `cycle` "
+    f"({FULL.cycle_repeats}; {QUICK.cycle_repeats} at quick sizes): each round changes a "
     f"contiguous sixtieth of the links' newest loss (as `cycle`), moves the clock {GAP_S:g} s on "
     "and lets both recompute (timed until served, `serve_seconds`). With tests, each recompute "
     "also takes the links' results with its view, "
@@ -56,7 +57,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     }
     times: dict[str, list[float]] = {kind: [] for kind in cycles}
     gc.collect()
-    for step in range(-1, ROUNDS):  # a first recompute each, untimed
+    for step in range(-1, ctx.sizes.cycle_repeats):  # a first recompute each, untimed
         clock[0] += GAP_S
         touch_loss(state, np.arange(step * n // 60, (step + 1) * n // 60) % n)
         for kind, cycle in cycles.items():
