@@ -13,8 +13,9 @@ from service.cli import main  # noqa: E402
 from simulation.decision_world import draw_scenario  # noqa: E402
 
 pytestmark = pytest.mark.slow
-#: Scenario 0 of seed 7: two candidates, 27 requests.
-SEED = 7
+#: Scenario 0 of seed 2998: two candidates, 27 requests, one path idle and one with light cross
+#: traffic (its ns-3 minutes simulate ~5x faster than a busy scenario's, e.g. seed 7's).
+SEED = 2998
 
 
 def test_every_policy_runs_the_same_requests_and_a_rerun_resumes(
@@ -47,4 +48,4 @@ def test_every_policy_runs_the_same_requests_and_a_rerun_resumes(
     assert main(args) == 0
     assert "0 runs added" in capsys.readouterr().out
     assert main(["evaluate", "--decisions", str(out)]) == 0
-    assert "| served | 27" in capsys.readouterr().out
+    assert f"| served | {len(scenario.requests)}" in capsys.readouterr().out
