@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -61,7 +60,7 @@ def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
                 and m
             ),
             timeout=180,
-            interval=1.0,
+            interval=0.25,
             what=f"{full_mesh} back-filled demo links in /costmatrix",
         )
         assert any(link["clock_suspect"] for link in matrix["links"])
@@ -80,8 +79,14 @@ def test_run_command_serves_the_demo_mesh_and_stops_on_ctrl_c(tmp_path):
         os.killpg(process.pid, signal.SIGINT)
         status = process.wait(timeout=60)
     assert status == 130
-    time.sleep(0.5)
-    leftovers = subprocess.run(
-        ["pgrep", "-f", str(tmp_path / "run")], capture_output=True, text=True
-    ).stdout.split()
-    assert leftovers == []
+    wait_for(
+        lambda: not _processes_under(tmp_path / "run"),
+        timeout=2,
+        what=f"no process left under {tmp_path / 'run'}",
+    )
+
+
+def _processes_under(run_dir: Path) -> list[str]:
+    """Pids of processes whose command line names `run_dir`."""
+    found = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
+    return found.stdout.split()
