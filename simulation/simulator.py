@@ -69,6 +69,9 @@ BULK_MEAN_MINUTES = (30.0, 75.0)
 BULK_MAX_HOURS = 4
 BULK_LEVEL = ((0.7, 1.05), (0.8, 1.2))
 MAX_UTILISATION = 1.3
+#: Minutes from an hour block's first minute within which its events (bursts, bulk transfers
+#: and noise) can be active: they start in its 60 minutes and last at most this much more.
+_HOUR_REACH_MINUTES = 60 + max(BURST_MINUTES[1], BULK_MAX_HOURS * 60)
 
 PACKETS_PER_MINUTE = 600
 BUCKETS_PER_MS = 100
@@ -238,10 +241,16 @@ def simulate_utilisation(mesh: Mesh, start_minute: int, n_minutes: int, seed: in
     noise = np.zeros_like(load)
     last_block = (start_minute + n_minutes - 1) // 60
     for block in range(start_minute // 60 - BULK_MAX_HOURS, last_block + 1):
+        # an hour's events touch only its reach: outside it they would add exact zeros
+        reach = slice(
+            max(0, block * 60 - start_minute),
+            max(0, block * 60 + _HOUR_REACH_MINUTES - start_minute),
+        )
         hour = _draw_hour(mesh, seed, block)
-        load += hour.bursts_at(minutes)
-        bulk = np.maximum(bulk, hour.bulk_at(minutes))
-        noise += hour.noise_at(minutes)
+        spanned = minutes[reach]
+        load[:, reach] += hour.bursts_at(spanned)
+        bulk[:, reach] = np.maximum(bulk[:, reach], hour.bulk_at(spanned))
+        noise[:, reach] += hour.noise_at(spanned)
     return np.clip(np.maximum(load, bulk) + noise, 0.0, MAX_UTILISATION)
 
 
