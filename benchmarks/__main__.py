@@ -9,6 +9,7 @@ merge into (nothing is measured then).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import subprocess
@@ -20,36 +21,6 @@ from pathlib import Path
 from types import ModuleType
 
 from benchmarks.context import SuiteContext, Unavailable
-from benchmarks.measurements import (
-    alarm_detection,
-    alarms,
-    alto_endpoint_cost,
-    alto_updates,
-    api,
-    backfill,
-    cycle,
-    cycle_results,
-    decisions,
-    freshness,
-    front_door,
-    ha_failover,
-    ha_failover_rabbitmq,
-    ingest,
-    ingest_mixed,
-    ingest_rabbitmq,
-    link_flood,
-    memory,
-    pscheduler_ingest,
-    result_alarms,
-    rucio_staleness,
-    rucio_sync,
-    served_calibration,
-    spark_dataset,
-    spark_dataset_archive,
-    start,
-    topology_refresh,
-    warm_start,
-)
 from benchmarks.report import (
     MeasurementResult,
     Outcomes,
@@ -64,43 +35,49 @@ from benchmarks.report import (
 from benchmarks.sizes import FULL, QUICK
 from benchmarks.support.environment import REPO_ROOT, describe_environment
 from benchmarks.support.interference import other_cores, sample_cpu
-from benchmarks.support.machine_speed import reference_seconds
+from benchmarks.support.machine_speed import REPEATS, reference_seconds
 from benchmarks.support.model import model_description
 
-#: The suite's measurements by name, in the order they run and render.
-MEASUREMENTS: dict[str, ModuleType] = {
-    module.NAME: module
-    for module in (
-        ingest,
-        ingest_rabbitmq,
-        ingest_mixed,
-        cycle,
-        memory,
-        link_flood,
-        api,
-        freshness,
-        start,
-        warm_start,
-        backfill,
-        front_door,
-        ha_failover,
-        ha_failover_rabbitmq,
-        pscheduler_ingest,
-        topology_refresh,
-        alto_endpoint_cost,
-        alto_updates,
-        rucio_sync,
-        rucio_staleness,
-        served_calibration,
-        decisions,
-        alarms,
-        alarm_detection,
-        result_alarms,
-        cycle_results,
-        spark_dataset,
-        spark_dataset_archive,
-    )
-}
+#: The suite's measurements, in the order they run and render: each is the module
+#: `benchmarks.measurements.<name>`, imported only when it runs (`measurement`), so a run pays
+#: for no other measurement's imports (scipy, scikit-learn, ns-3).
+MEASUREMENTS: tuple[str, ...] = (
+    "ingest",
+    "ingest_rabbitmq",
+    "ingest_mixed",
+    "cycle",
+    "memory",
+    "link_flood",
+    "api",
+    "freshness",
+    "start",
+    "warm_start",
+    "backfill",
+    "front_door",
+    "ha_failover",
+    "ha_failover_rabbitmq",
+    "pscheduler_ingest",
+    "topology_refresh",
+    "alto_endpoint_cost",
+    "alto_updates",
+    "rucio_sync",
+    "rucio_staleness",
+    "served_calibration",
+    "decisions",
+    "alarms",
+    "alarm_detection",
+    "result_alarms",
+    "cycle_results",
+    "spark_dataset",
+    "spark_dataset_archive",
+)
+
+
+def measurement(name: str) -> ModuleType:
+    """The module of measurement `name` (one of `MEASUREMENTS`)."""
+    return importlib.import_module(f"benchmarks.measurements.{name}")
+
+
 #: What runs without --only: the service's hot paths, about ten minutes on two cores.
 CORE = ("ingest", "ingest_rabbitmq", "cycle", "memory", "link_flood", "api", "freshness", "start")
 #: Names --only takes besides the measurements'.
@@ -219,12 +196,14 @@ def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None, *, mer
         )
         return 2
     environment = describe_environment(ctx.load_generator, model_description())
-    environment["reference_start"] = reference_seconds()
+    # --quick figures are not representative anyway: one pass of the reference is enough
+    reference_repeats = 1 if ctx.quick else REPEATS
+    environment["reference_start"] = reference_seconds(reference_repeats)
     results: list[MeasurementResult] = []
     outcomes = Outcomes()
     for name in selected:
         ctx.log(f"--- {name} ---")
-        outcome = _run_one(ctx, MEASUREMENTS[name])
+        outcome = _run_one(ctx, measurement(name))
         if isinstance(outcome, MeasurementResult):
             results.append(outcome)
         elif isinstance(outcome, Unavailable):
@@ -233,7 +212,7 @@ def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None, *, mer
         else:
             outcomes.errors[name] = outcome
             ctx.log(f"{name} FAILED: {outcome.splitlines()[-1]}")
-    environment["reference_end"] = reference_seconds()
+    environment["reference_end"] = reference_seconds(reference_repeats)
     duration = time.monotonic() - ctx.began
     report = build_report(
         environment, results, outcomes, quick=ctx.quick, duration_seconds=duration

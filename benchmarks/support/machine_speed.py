@@ -12,11 +12,11 @@ import numpy as np
 REPEATS = 3
 
 
-def reference_seconds() -> dict[str, float]:
+def reference_seconds(repeats: int = REPEATS) -> dict[str, float]:
     """Median seconds of the interpreter part and of the numpy part (lower is faster)."""
     return {
-        "python": statistics.median(_timed(_interpreter_work) for _ in range(REPEATS)),
-        "numpy": statistics.median(_timed(_numpy_work) for _ in range(REPEATS)),
+        "python": statistics.median(_timed(_interpreter_work) for _ in range(repeats)),
+        "numpy": statistics.median(_timed(_numpy_work) for _ in range(repeats)),
     }
 
 

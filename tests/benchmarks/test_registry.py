@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.__main__ import CORE, GROUPS, MEASUREMENTS, _selected, main
+from benchmarks.__main__ import CORE, GROUPS, MEASUREMENTS, _selected, main, measurement
 from benchmarks.report import (
     MeasurementResult,
     Outcomes,
@@ -34,7 +34,8 @@ PROCESS_HELPERS = {"bare_consumer.py", "paced_producer.py", "memory_probe.py"}
 def test_every_measurement_module_is_registered_under_its_name() -> None:
     modules = {p.stem for p in MEASUREMENT_DIR.glob("*.py") if p.stem != "__init__"}
     assert set(MEASUREMENTS) == modules
-    for name, module in MEASUREMENTS.items():
+    for name in MEASUREMENTS:
+        module = measurement(name)
         assert module.NAME == name and callable(module.run)
 
 
@@ -198,11 +199,14 @@ def fake_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
     """`--only cycle` measures 9,000 msg/s (target missed) and describes the machine as
     `_environment` does."""
     fake = SimpleNamespace(NAME="cycle", run=lambda ctx: _result("cycle", 9_000.0))
-    monkeypatch.setitem(MEASUREMENTS, "cycle", fake)
+    monkeypatch.setattr(
+        "benchmarks.__main__.measurement",
+        lambda name: fake if name == "cycle" else measurement(name),
+    )
     monkeypatch.setattr(
         "benchmarks.__main__.describe_environment", lambda *_: _environment("2026-02-02")
     )
-    monkeypatch.setattr("benchmarks.__main__.reference_seconds", lambda: None)
+    monkeypatch.setattr("benchmarks.__main__.reference_seconds", lambda *_: None)
     monkeypatch.setattr("benchmarks.__main__.model_description", lambda: "none")
 
 
