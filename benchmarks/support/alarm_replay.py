@@ -166,14 +166,19 @@ def _backlog_messages(
     """`minute_messages` of several minutes with each link's delay and loss in one message
     each (a datapoint per minute it published), then the minutes' tests and traceroutes."""
     messages = []
+    losses = [m.measurements.loss.tolist() for m in minutes]
     for link in range(mesh.n_links):
-        published = [m.measurements for m in minutes if m.published[link]]
-        delays = {m.timestamp: h for m in published if (h := m.histogram(link))}
+        published = [
+            (m.measurements, loss)
+            for m, loss in zip(minutes, losses, strict=True)
+            if m.published[link]
+        ]
+        delays = {m.timestamp: h for m, _ in published if (h := m.histogram(link))}
         if delays:
             messages.append(build_delay_message(mesh, link, delays, sent_at=sent_at))
         if published:
-            losses = {m.timestamp: float(m.loss[link]) for m in published}
-            messages.append(build_loss_message(mesh, link, losses, sent_at=sent_at))
+            loss = {m.timestamp: loss[link] for m, loss in published}
+            messages.append(build_loss_message(mesh, link, loss, sent_at=sent_at))
     if routes is not None:
         for minute in minutes:
             if minute.tests is not None:
