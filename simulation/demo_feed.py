@@ -171,18 +171,6 @@ class _Feed:
         return history + minute_messages(self._mesh, faulted, self._clock(), self._routes)
 
 
-def simulate_demo_minute(mesh: Mesh, seed: int, minute: int) -> MinuteMeasurements:
-    """The demo mesh's measurements of `minute` (family A), before any fault."""
-    return demo_minute(mesh, seed, minute)[0]
-
-
-def simulate_demo_tests(mesh: Mesh, seed: int, minute: int) -> MinuteTests:
-    """The throughput tests and traceroutes that start in `minute`, before any fault (without
-    simulating the minute's probes)."""
-    utilisation = simulate_utilisation(mesh, minute, 1, seed)[:, 0]
-    return simulate_tests(mesh, seed, minute, utilisation)
-
-
 def demo_minute(mesh: Mesh, seed: int, minute: int) -> tuple[MinuteMeasurements, MinuteTests]:
     """The demo mesh's measurements of `minute` and the throughput tests and traceroutes that
     start in it, before any fault."""
