@@ -288,6 +288,16 @@ def test_the_aaas_profile_raises_none_of_them(profile: str) -> None:
     assert judge.opened() == []
 
 
+def trace_in_phases(
+    judge: Judge, phase: dict[int, int], first: int, routers: list[str], reached: bool = True
+) -> None:
+    """30 minutes from `first` in which each link of `phase` traces along `routers` at its own
+    minute of ten (its phase), as toolkits spread their traceroutes."""
+    for minute in range(first, first + 30):
+        due = [row for row, offset in phase.items() if (minute - first) % 10 == offset]
+        run(judge, minute, [trace(judge.mesh, row, minute * 60, routers, reached) for row in due])
+
+
 def test_links_whose_traces_run_minutes_apart_give_the_site_alarm_alone() -> None:
     """Each link traces at its own minute of ten: the first new paths to persist already count
     the others' first new traces, so the site's alarm opens with them, no link's first."""
@@ -295,13 +305,9 @@ def test_links_whose_traces_run_minutes_apart_give_the_site_alarm_alone() -> Non
     judge = Judge(mesh)
     touching_0 = mesh.rows(lambda s, d: 0 in (s, d)).tolist()
     phase = {row: row % 10 for row in touching_0}
-    for minute in range(START, START + 30):
-        due = [row for row in touching_0 if (minute - START) % 10 == phase[row]]
-        run(judge, minute, [trace(mesh, row, minute * 60, ROUTERS) for row in due])
+    trace_in_phases(judge, phase, START, ROUTERS)
     changed = START + 30
-    for minute in range(changed, changed + 30):
-        due = [row for row in touching_0 if (minute - changed) % 10 == phase[row]]
-        run(judge, minute, [trace(mesh, row, minute * 60, OTHER_ROUTERS) for row in due])
+    trace_in_phases(judge, phase, changed, OTHER_ROUTERS)
     (opened,) = judge.opened()
     assert (opened.alarm.kind, opened.alarm.subject) == (AlarmKind.PATH_CHANGED, "SITE-0")
     first_persisted = changed + 20 + min(phase.values())
@@ -314,13 +320,9 @@ def test_a_cut_off_destination_is_from_any_even_while_some_traces_have_not_persi
     judge = Judge(mesh)
     into_5 = mesh.rows(lambda s, d: d == 5).tolist()
     phase = {row: (3 * row) % 10 for row in into_5}
-    for minute in range(START, START + 30):
-        due = [row for row in into_5 if (minute - START) % 10 == phase[row]]
-        run(judge, minute, [trace(mesh, row, minute * 60, ROUTERS) for row in due])
+    trace_in_phases(judge, phase, START, ROUTERS)
     cut = START + 30
-    for minute in range(cut, cut + 30):
-        due = [row for row in into_5 if (minute - cut) % 10 == phase[row]]
-        run(judge, minute, [trace(mesh, row, minute * 60, ROUTERS, False) for row in due])
+    trace_in_phases(judge, phase, cut, ROUTERS, reached=False)
     (opened,) = judge.opened()
     assert (opened.alarm.kind, opened.alarm.subject) == (
         AlarmKind.DESTINATION_UNREACHABLE_ANY,
