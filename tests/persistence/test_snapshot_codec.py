@@ -108,11 +108,9 @@ def test_store_round_trip_and_corrupt_file_moved_aside(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from service.persistence.snapshot_codec import encode_state
 from service.persistence.snapshot_store import SnapshotStore
-from tests.persistence.test_snapshot_codec import filled_state
 store = SnapshotStore(Path(sys.argv[1]))
-snapshot = encode_state(filled_state(links=400, minutes=40))
+snapshot = Path(sys.argv[2]).read_bytes()
 print("ready", flush=True)
 while True:
     store.write(snapshot)
@@ -122,11 +120,13 @@ while True:
 @pytest.mark.slow
 def test_sigkill_during_snapshot_writes_leaves_a_loadable_snapshot(tmp_path: Path) -> None:
     directory = tmp_path / "state"
-    expected = decode_state(encode_state(filled_state(links=400, minutes=40)), Topology())
+    snapshot = tmp_path / "snapshot.bytes"  # encoded once; each writer only writes it again
+    snapshot.write_bytes(encode_state(filled_state(links=400, minutes=40)))
+    expected = decode_state(snapshot.read_bytes(), Topology())
     rng = random.Random(7)
     for _ in range(5):
         writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(directory)],
+            [sys.executable, "-c", WRITER, str(directory), str(snapshot)],
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
