@@ -12,10 +12,7 @@ the other endpoints, nor in the error for an invalid setting.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,15 +24,14 @@ import stomp
 from devtools.activemq import (
     ActiveMQProcess,
     BrokerTls,
-    create_test_ca,
     free_port,
     issue_client_certificate,
     start_activemq,
 )
 from devtools.metrics_reader import metric_value
-from devtools.service_process import REPO_ROOT
 from devtools.waiting import wait_for
 from service.broker.link import TlsFiles
+from service.cli import main
 from service.config import load_settings
 from service.errors import ConfigError
 from service.runtime import broker_tls_files
@@ -57,6 +53,9 @@ SERVE = (
     "--model",
     "none",
 )
+#: Any PEM CA bundle will do for the settings checks (httpx's dependency certifi ships one); its
+#: public CAs did not sign the test broker's certificate.
+PEM_CA = Path(certifi.where())
 
 
 # --- fixtures --------------------------------------------------------------------------------
@@ -137,8 +136,8 @@ def test_serve_over_tls_ingests_a_sample(tls_broker, pki, nettel_service):
 
 @pytest.mark.broker
 @pytest.mark.slow
-def test_wrong_ca_stays_unready_and_logs_the_tls_failure(tls_broker, tmp_path, nettel_service):
-    _, wrong_ca = create_test_ca(tmp_path, "not-the-broker-ca")
+def test_wrong_ca_stays_unready_and_logs_the_tls_failure(tls_broker, nettel_service):
+    wrong_ca = PEM_CA  # public CAs: none of them signed the broker's certificate
     service = nettel_service(
         tls_broker.ssl_brokers,
         *SERVE,
@@ -234,16 +233,16 @@ def test_passcode_appears_nowhere(tls_broker, pki, nettel_service):
     assert [where for where, text in exposed.items() if SECRET in text] == []
 
 
-def run_serve(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`nettel serve` expected to refuse its settings at once (exit 2)."""
-    return subprocess.run(
-        [sys.executable, "-m", "service", "serve", "--listen", f"127.0.0.1:{free_port()}", *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, "NETTEL_BROKER_PASSWORD": SECRET, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def run_serve(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """`nettel serve ARGS` with the passcode in the environment, through the command line's
+    `main` in this process (it refuses invalid settings before it binds or starts anything):
+    (exit status, stdout, stderr)."""
+    monkeypatch.setenv("NETTEL_BROKER_PASSWORD", SECRET)
+    status = main(["serve", "--listen", f"127.0.0.1:{free_port()}", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 @pytest.mark.parametrize(
@@ -261,11 +260,15 @@ def run_serve(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
         (["--broker-password-file", "/nonexistent/pw"], {}, "/nonexistent/pw"),
     ],
 )
-def test_invalid_setting_names_the_setting_but_never_the_passcode(args, env, named):
-    done = run_serve(*args, env=env)
-    assert done.returncode == 2, done.stderr
-    assert named in done.stderr
-    assert SECRET not in done.stdout + done.stderr
+def test_invalid_setting_names_the_setting_but_never_the_passcode(
+    args, env, named, monkeypatch, capsys
+):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    status, out, err = run_serve(monkeypatch, capsys, *args)
+    assert status == 2, err
+    assert named in err
+    assert SECRET not in out + err
 
 
 def test_config_error_and_settings_repr_hide_the_passcode():
@@ -279,10 +282,6 @@ def test_config_error_and_settings_repr_hide_the_passcode():
 
 
 # --- TLS settings --------------------------------------------------------------------------------
-
-
-#: Any PEM CA bundle will do for the settings checks (httpx's dependency certifi ships one).
-PEM_CA = Path(certifi.where())
 
 
 def test_tls_files_need_broker_tls():
