@@ -561,3 +561,11 @@ def test_repeated_values_share_one_object_and_signed_zeros_stay() -> None:
     whole = _shared_values(np.full(4, 1_700_000_040), np.array([False, False, True, False]))
     assert whole == [1_700_000_040, 1_700_000_040, None, 1_700_000_040]
     assert whole[0] is whole[3]
+
+
+def test_a_long_column_is_judged_by_its_sample_and_gives_the_same_values() -> None:
+    repeating = np.resize(np.array([0.5, 0.25, np.nan]), 100_000)
+    shared = _shared_values(repeating, np.isnan(repeating))
+    assert shared[:4] == [0.5, 0.25, None, 0.5] and shared[0] is shared[99_999]
+    distinct = np.arange(100_000) / 7.0
+    assert _shared_values(distinct, np.zeros(100_000, bool)) == distinct.tolist()
