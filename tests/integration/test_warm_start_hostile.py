@@ -1,10 +1,11 @@
 """`nettel serve --warm-from` against a hand-written hostile peer (issue 40): every poisoned state
 (a link frozen 19 years ahead, loss 3.5, std -7, min -1e30, a duplicate pair, a stolen host
-name, 300,000 links in a small compressed payload, an endless or oversized body, a gzip bomb)
-is refused whole, counted with its reason, and the replica starts cold, serving none of it; a
-peer trickling one byte every 20 s never keeps the listener from serving, and the replica is
-ready after --warm-deadline. Real `nettel serve` processes (no broker: `--brokers none`, the one
-datapoint a test feeds goes in over pScheduler's HTTP intake), a real HTTP peer."""
+name, 30,000 links (30 times --max-links) in a small compressed payload, an endless or
+oversized body, a gzip bomb) is refused whole, counted with its reason, and the replica starts
+cold, serving none of it; a peer trickling one byte every 20 s never keeps the listener from
+serving, and the replica is ready after --warm-deadline. Real `nettel serve` processes (no
+broker: `--brokers none`, the one datapoint a test feeds goes in over pScheduler's HTTP intake),
+a real HTTP peer."""
 
 from __future__ import annotations
 
@@ -34,7 +35,11 @@ from tests.persistence.hostile_snapshots import (
 from tests.run_factory import run_body
 
 MAX_LINKS = 1000
+#: Links of the compressed case: 39 MB of arrays in 0.2 MB, 6 times the replica's size cap.
+BOMB_LINKS = 30 * MAX_LINKS
 TRICKLE_SECONDS = 20.0
+#: --warm-deadline of the replica that the peer trickles to: well before its second byte.
+WARM_DEADLINE = 5
 INGEST_TOKEN = "hostile-peer-ingest-token"
 
 
@@ -68,7 +73,7 @@ def _cases() -> dict[str, tuple[bytes, dict[str, str], str, str | None]]:
                 "duplicate": (tampered(_duplicate), {}, "rejected", "duplicate_link"),
                 "stolen": (tampered(_steal), {}, "rejected", "identity"),
                 "compressed": (
-                    snapshot_bytes(*many_links(300_000), compressed=True),
+                    snapshot_bytes(*many_links(BOMB_LINKS), compressed=True),
                     {},
                     "corrupt",
                     None,
@@ -192,7 +197,7 @@ def test_a_trickling_peer_never_blocks_the_listener_and_ends_at_the_deadline(
     nettel_service: Callable[..., ServiceProcess], hostile_peer: str
 ) -> None:
     service = replica(
-        nettel_service, f"{hostile_peer}/trickle", "--warm-deadline", "8"
+        nettel_service, f"{hostile_peer}/trickle", "--warm-deadline", str(WARM_DEADLINE)
     )  # returns once /healthz answers
     wait_for(lambda: HostilePeer.trickled, what="the replica asking the peer")
     assert len(HostilePeer.trickled) == 1  # the listener serves while the peer trickles
@@ -202,7 +207,7 @@ def test_a_trickling_peer_never_blocks_the_listener_and_ends_at_the_deadline(
     wait_for_status(service, "/readyz", timeout=30, interval=0.2)
     assert len(HostilePeer.trickled) == 1  # ready before the peer's second byte
     assert metric_value(service.url, "nettel_warm_start_total", outcome="deadline") == 1
-    assert "not done within --warm-deadline 8 s" in service.log_text()
+    assert f"not done within --warm-deadline {WARM_DEADLINE} s" in service.log_text()
 
 
 def test_a_replica_stopped_during_its_warm_start_exits_cleanly(
