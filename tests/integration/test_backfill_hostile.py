@@ -18,7 +18,9 @@ from devtools.archive_server import ArchiveServer
 from devtools.metrics_reader import metric_value
 from tests.ingest.test_archive_backfill import archived
 
-BOUND = 8.0
+BOUND = 4.0
+#: Seconds after the bound over which RSS must have settled and stay flat.
+SETTLED_FROM, SETTLED_TO = 2.0, 7.0
 MB = 1e6
 
 
@@ -41,7 +43,7 @@ def test_an_endless_archive_is_read_within_the_bound_and_memory_comes_back(
         )
         at_listener = rss_bytes(service.pid)
         samples: list[tuple[float, int]] = []
-        end = service.launched_at + BOUND + 10
+        end = service.launched_at + BOUND + SETTLED_TO
         while time.monotonic() < end:
             samples.append((time.monotonic() - service.launched_at, rss_bytes(service.pid)))
             time.sleep(0.2)
@@ -56,10 +58,10 @@ def test_an_endless_archive_is_read_within_the_bound_and_memory_comes_back(
         }
         read = metric_value(service.url, "nettel_backfill_read_bytes_total")
     peak = max(rss for _, rss in samples)
-    after = [rss for at, rss in samples if at > BOUND + 2]
+    after = [rss for at, rss in samples if at > BOUND + SETTLED_FROM]
     print(
         f"\nRSS at the listener {at_listener / MB:.0f} MB, peak {peak / MB:.0f} MB, "
-        f"{BOUND + 2:.0f}-{BOUND + 10:.0f} s after start {min(after) / MB:.0f}-"
+        f"{BOUND + SETTLED_FROM:.0f}-{BOUND + SETTLED_TO:.0f} s after start {min(after) / MB:.0f}-"
         f"{max(after) / MB:.0f} MB (growth +{(peak - min(after)) / MB:.0f} MB); archive read "
         f"{read / MB:.0f} MB; cut {cut}"
     )
