@@ -271,6 +271,9 @@ def _reference_speed(env: dict[str, Any]) -> str:
             return "-"
         return f"Python {seconds['python']:.3f}, numpy {seconds['numpy']:.3f}"
 
+    if env.get("reference_start") and env.get("reference_end") == env["reference_start"]:
+        # --quick times it once
+        return f"{timing('reference_start')} at the start (timed once: quick sizes)"
     return f"{timing('reference_start')} at the start; {timing('reference_end')} at the end"
 
 

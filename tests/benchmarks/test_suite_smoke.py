@@ -3,7 +3,7 @@
 Runs every measurement of the core group (the default without --only) with tiny sizes, a few
 per test and suite run (real brokers, real `nettel serve` processes, wrk or the Python load
 generator); test_measurements_quick.py runs some of the others. Each run costs seconds of its
-own (imports, the machine's reference workload before and after), so the measurements share
+own (imports, the machine's reference workload), so the measurements share
 runs, grouped to take about as long each, and the workers share the groups. Checks the shape of
 the JSON report and of the markdown, never the timings: those depend on the machine and are the
 suite's output, not its correctness.
