@@ -200,17 +200,18 @@ def _run_suite(ctx: SuiteContext, selected: list[str], docs: Path | None, *, mer
     environment["reference_start"] = reference_seconds(1 if ctx.quick else REPEATS)
     results: list[MeasurementResult] = []
     outcomes = Outcomes()
-    for name in selected:
-        ctx.log(f"--- {name} ---")
-        outcome = _run_one(ctx, measurement(name))
-        if isinstance(outcome, MeasurementResult):
-            results.append(outcome)
-        elif isinstance(outcome, Unavailable):
-            outcomes.skipped[name] = str(outcome)
-            ctx.log(f"{name} NOT RUN: {outcome}")
-        else:
-            outcomes.errors[name] = outcome
-            ctx.log(f"{name} FAILED: {outcome.splitlines()[-1]}")
+    with ctx.closing:  # what the measurements shared
+        for name in selected:
+            ctx.log(f"--- {name} ---")
+            outcome = _run_one(ctx, measurement(name))
+            if isinstance(outcome, MeasurementResult):
+                results.append(outcome)
+            elif isinstance(outcome, Unavailable):
+                outcomes.skipped[name] = str(outcome)
+                ctx.log(f"{name} NOT RUN: {outcome}")
+            else:
+                outcomes.errors[name] = outcome
+                ctx.log(f"{name} FAILED: {outcome.splitlines()[-1]}")
     environment["reference_end"] = (
         environment["reference_start"] if ctx.quick else reference_seconds(REPEATS)
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.sizes import Sizes
 
@@ -17,6 +19,10 @@ class SuiteContext:
     quick: bool
     load_generator: str
     began: float = field(default_factory=time.monotonic)
+    #: What a run's measurements share, by name (at quick sizes, one broker: see
+    #: `benchmarks.support.broker.measurement_broker`), and how to stop it when the run ends.
+    shared: dict[str, Any] = field(default_factory=dict)
+    closing: ExitStack = field(default_factory=ExitStack)
 
     @property
     def work(self) -> Path:

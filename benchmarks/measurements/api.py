@@ -9,7 +9,7 @@ import httpx
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult
-from benchmarks.support.broker import private_broker
+from benchmarks.support.broker import measurement_broker
 from benchmarks.support.link_fill import link_endpoints, write_snapshot
 from benchmarks.support.load import LoadResult, run_load
 from benchmarks.support.model import serve_model_args
@@ -54,7 +54,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     result.add("generator", "load generator", ctx.load_generator)
     state_dir = ctx.work / "api-state"
     write_snapshot(state_dir, sizes.api_links, time.time())
-    with private_broker(ctx.work, "api", ctx.logs) as broker:
+    with measurement_broker(ctx, "api") as broker:
         args = [*serve_model_args(), "--state-dir", str(state_dir), "--interval", "3600"]
         args += ["--snapshot-interval", "3600", "--client-id", "bench-api"]
         service = launch_service(broker.brokers, args, ctx.logs / "api-service.log")

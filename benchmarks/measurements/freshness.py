@@ -16,7 +16,7 @@ import httpx
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult, percentile
-from benchmarks.support.broker import connect, private_broker
+from benchmarks.support.broker import connect, measurement_broker
 from benchmarks.support.corpus import build_marker_message
 from benchmarks.support.environment import REPO_ROOT
 from benchmarks.support.model import serve_model_args
@@ -76,7 +76,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     )
     result.add("links", "background links", sizes.freshness_links)
     stats_file = ctx.work / "producer.json"
-    with private_broker(ctx.work, "freshness", ctx.logs) as broker:
+    with measurement_broker(ctx, "freshness") as broker:
         args = [*serve_model_args(), "--client-id", "bench-fresh"]
         service = launch_service(broker.brokers, args, ctx.logs / "freshness-service.log")
         producer = None

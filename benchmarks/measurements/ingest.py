@@ -20,7 +20,7 @@ from benchmarks.support.broker import (
     broker_limits,
     durable_subscriptions,
     flow_control_lines,
-    private_broker,
+    measurement_broker,
     register_durable,
 )
 from benchmarks.support.corpus import Corpus, build_ingest_corpus
@@ -168,7 +168,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     )
     corpus = build_ingest_corpus(sizes.ingest_messages, sizes.ingest_links, time.time(), ctx.cache)
     corpus_figures(result, corpus)
-    with private_broker(ctx.work, "ingest", ctx.logs) as broker:
+    with measurement_broker(ctx, "ingest") as broker:
         register_subscriptions(broker.brokers, "activemq")
         rounds = [ingest_round(ctx, broker, corpus, n, "activemq") for n in range(1, ROUNDS + 1)]
         result.details["broker_limits"] = broker_limits(broker)

@@ -12,7 +12,7 @@ import orjson
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult
-from benchmarks.support.broker import connect, private_broker
+from benchmarks.support.broker import connect, measurement_broker
 from benchmarks.support.model import serve_model_args
 from benchmarks.support.proc import memory_of
 from benchmarks.support.service_process import labelled_samples, parse_metrics
@@ -196,9 +196,9 @@ def run_flood(
     ctx: SuiteContext, stages: Sequence[int], max_links: int, interval: float
 ) -> dict[str, Any]:
     """Flood a fresh service stage by stage (see METHOD); the figures of each stage."""
-    work, logs = ctx.work / "link-flood", ctx.logs
+    logs = ctx.logs
     results: list[dict[str, Any]] = []
-    with private_broker(work, "link-flood", logs) as broker:
+    with measurement_broker(ctx, "link-flood") as broker:
         args = [*serve_model_args(), "--subscription", "plain", "--max-links", str(max_links)]
         args += ["--interval", str(interval)]
         service = launch_service(broker.brokers, args, logs / "link-flood.log")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult, median
-from benchmarks.support.broker import private_broker
+from benchmarks.support.broker import measurement_broker
 from benchmarks.support.link_fill import write_snapshot
 from benchmarks.support.model import serve_model_args
 from devtools.service_process import launch_service, wait_for_status
@@ -31,7 +31,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     template = ctx.work / "start-snapshot"
     size = write_snapshot(template, sizes.start_links, time.time())
     result.add("snapshot_bytes", f"snapshot of {sizes.start_links:,} links", size, "B")
-    with private_broker(ctx.work, "start", ctx.logs) as broker:
+    with measurement_broker(ctx, "start") as broker:
         cold = [
             _start_once(ctx, broker.brokers, f"cold-{i}", None) for i in range(sizes.start_repeats)
         ]

@@ -7,12 +7,13 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TypeVar
 
 import stomp
 
+from benchmarks.context import SuiteContext
 from devtools.activemq import ActiveMQProcess, free_port, start_activemq
 from devtools.broker_process import BrokerProcess
 from devtools.rabbitmq import RabbitMQProcess, start_rabbitmq
@@ -36,6 +37,19 @@ def private_broker(workdir: Path, name: str, logs: Path) -> AbstractContextManag
         return start_activemq(base, stomp_port=free_port(), heap_mb=BROKER_HEAP_MB)
 
     return _private(start, workdir, f"activemq-{name}", logs)
+
+
+def measurement_broker(ctx: SuiteContext, name: str) -> AbstractContextManager[ActiveMQProcess]:
+    """The ActiveMQ a measurement runs against: a fresh `private_broker` of its own; at quick
+    sizes the run's one broker, started by the first measurement that asks and stopped when the
+    run ends (a broker start costs seconds of CPU, as much as a quick measurement's own work)."""
+    if not ctx.quick:
+        return private_broker(ctx.work, name, ctx.logs)
+    if "activemq" not in ctx.shared:
+        shared = private_broker(ctx.output, "shared", ctx.logs)
+        ctx.shared["activemq"] = ctx.closing.enter_context(shared)
+    broker: ActiveMQProcess = ctx.shared["activemq"]
+    return nullcontext(broker)
 
 
 def private_rabbitmq(
