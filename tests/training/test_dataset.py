@@ -189,16 +189,18 @@ def test_calibration_links_come_out_of_the_training_links_as_split_by_family_dra
 REPEATED_MINUTE = 16
 
 
-def write_capture(directory: Path, minutes: int) -> tuple[list[str], np.ndarray]:
-    """Bus messages of a 2-site simulated mesh, one JSON line per message; returns the link IPs
-    and the utilisation (links x minutes: a rising series for link 0, a falling one for link 1).
-    One datapoint is repeated out of order (REPEATED_MINUTE)."""
+def write_capture(
+    directory: Path, minutes: int, first: int = FIRST
+) -> tuple[list[str], np.ndarray]:
+    """Bus messages of a 2-site simulated mesh from minute `first`, one JSON line per message;
+    returns the link IPs and the utilisation (links x minutes: a rising series for link 0, a
+    falling one for link 1). One datapoint is repeated out of order (REPEATED_MINUTE)."""
     mesh = build_mesh(2, SEED)
     rising = np.linspace(0.1, 1.1, minutes)
     utilisation = np.vstack([rising, rising[::-1]])
     lines, late = [], []
     for k in range(minutes):
-        measured = simulate_minute(mesh, utilisation[:, k], FIRST + k, SEED)
+        measured = simulate_minute(mesh, utilisation[:, k], first + k, SEED)
         for link in range(2):
             ts = measured.timestamp
             delay = build_delay_message(mesh, link, {ts: measured.histogram(link)})

@@ -146,14 +146,18 @@ def test_an_archive_export_replays_to_the_features_of_the_bus_capture(tmp_path: 
     assert from_bus.description["rejected"] == {}
 
 
-def write_router_map(directory: Path, ips: list[str], utilisation: np.ndarray) -> Path:
-    """A router map labelling both links of `write_capture` through per-minute flow files."""
+def write_router_map(
+    directory: Path, ips: list[str], utilisation: np.ndarray, first: int | None = None
+) -> Path:
+    """A router map labelling both links of `write_capture` (from minute `first`, the capture's
+    default unless given) through per-minute flow files."""
     from tests.training.test_dataset import FIRST
 
+    first = FIRST if first is None else first
     links = []
     for link, (source, destination) in enumerate(((0, 1), (1, 0))):
         flows = [
-            {"data": {"src_site": "A", "dst_site": "B", "timestamp": (FIRST + k) * 60}}
+            {"data": {"src_site": "A", "dst_site": "B", "timestamp": (first + k) * 60}}
             for k in range(utilisation.shape[1])
         ]
         for k, flow in enumerate(flows):

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from service.analysis.features import FEATURE_NAMES  # noqa: E402
 from service.cli import main  # noqa: E402
-from tests.training.test_dataset import write_capture  # noqa: E402
+from tests.training.test_dataset import FIRST, write_capture  # noqa: E402
 from tests.training.test_ps_documents import write_router_map  # noqa: E402
 from training.dataset import WARMUP_MINUTES, build_real_dataset  # noqa: E402
 from training.dataset_files import open_rows, read_description, write_dataset  # noqa: E402
@@ -29,7 +29,10 @@ from training.streamed_training import summarise_links  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-MINUTES = WARMUP_MINUTES + 1500  # 2 links: 3,000 rows
+#: The capture's first minute: its rows start 300 minutes before a midnight, so they fall on
+#: two days (300 and 100 rows per link)
+START = FIRST + 1440 - 300
+MINUTES = WARMUP_MINUTES + 400  # 2 links: 800 rows
 LOSS_TOPIC = "/topic/perfsonar.raw.packet-loss-rate"
 MALFORMED = {
     "invalid_json": 3,
@@ -48,6 +51,8 @@ def spark() -> Iterator[object]:
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
+        # a JVM this short-lived spends half its CPU in the optimising compiler and GC threads
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     }
     session = spark_session(SparkOptions("local[2]", settings))
     yield session
@@ -58,7 +63,7 @@ def spark() -> Iterator[object]:
 def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A bus capture plus malformed records in each file layout; the router map."""
     root = tmp_path_factory.mktemp("archive")
-    ips, utilisation = write_capture(root / "perfsonar", MINUTES)
+    ips, utilisation = write_capture(root / "perfsonar", MINUTES, START)
     bad_lines = [
         "{truncated",
         json.dumps({"destination": LOSS_TOPIC, "body": "[1, 2"}),
@@ -75,18 +80,18 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     owd = {"src": ips[0], "dest": ips[1], "timestamp": 60_000, "delay_mean": 1e9}
     owd |= {"delay_sd": 0.1, "delay_median": 2.0}
     pq.write_table(pa.Table.from_pylist([owd]), root / "perfsonar" / "z-bad-owd.parquet")
-    return root / "perfsonar", write_router_map(root, ips, utilisation)
+    return root / "perfsonar", write_router_map(root, ips, utilisation, START)
 
 
 @pytest.fixture(scope="module")
 def spark_rows(
     spark: object, archive: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, object]:
-    """The archive's rows built by the Spark job (groups of at most 800 datapoints)."""
+    """The archive's rows built by the Spark job (groups of at most 200 datapoints)."""
     from training.spark_dataset import build_spark_dataset
 
     output = tmp_path_factory.mktemp("spark") / "rows"
-    return output, build_spark_dataset(spark, *archive, output, points_per_group=800)
+    return output, build_spark_dataset(spark, *archive, output, points_per_group=200)
 
 
 def sorted_rows(directory: Path) -> pd.DataFrame:
@@ -107,9 +112,9 @@ def test_spark_and_in_memory_engines_write_the_same_rows(
     write_dataset(dataset, tmp_path / "memory", {**dataset.description, "engine": "memory"})
 
     memory, distributed = sorted_rows(tmp_path / "memory"), sorted_rows(directory)
-    assert len(memory) == result.rows == 2 * (MINUTES - WARMUP_MINUTES) == 3000
+    assert len(memory) == result.rows == 2 * (MINUTES - WARMUP_MINUTES) == 800
     groups = result.description["link_groups"]
-    assert (result.description["datapoints"], groups) == (6129, 8)  # groups of 800
+    assert (result.description["datapoints"], groups) == (1729, 9)  # groups of 200
     links = spark.read.parquet(str(directory)).select("source", "destination").distinct()
     assert len({row[0] for row in links.select(link_group(groups)).collect()}) == 2
     first, second = (link["label"].to_numpy() for _, link in memory.groupby("source"))
@@ -135,7 +140,7 @@ def test_training_from_the_spark_rows_needs_links_for_calibration(
     """`nettel train --dataset` streams the job's rows; two links cannot give training,
     calibration and held-out links, which is refused before training."""
     directory, _ = spark_rows
-    assert summarise_links(open_rows(directory)).rows.tolist() == [1500, 1500]
+    assert summarise_links(open_rows(directory)).rows.tolist() == [400, 400]
     argv = ["train", "--dataset", str(directory), "--output", str(tmp_path / "bundle")]
     assert main(argv) == 2
     assert "2 links are too few for calibration links" in capsys.readouterr().err
