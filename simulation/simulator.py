@@ -36,6 +36,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import islice
 
 import numpy as np
 
@@ -138,13 +140,45 @@ class MinuteMeasurements:
     @property
     def delays_ms(self) -> np.ndarray:
         """Delays of all probe packets (links x packets), NaN where the packet was lost."""
-        delivered = np.arange(self.packets) < self.received[:, None]
-        return np.where(delivered, self.buckets / BUCKETS_PER_MS, np.nan)
+        return np.where(self._delivered, self.buckets / BUCKETS_PER_MS, np.nan)
+
+    @property
+    def _delivered(self) -> np.ndarray:
+        """Links x packets: whether the packet was delivered."""
+        return np.arange(self.packets) < self.received[:, None]
 
     def histogram(self, link: int) -> dict[str, int]:
-        """The perfSONAR histogram of `link`: delay in ms as a 2-decimal string -> packet count."""
-        values, counts = np.unique(self.buckets[link, : self.received[link]], return_counts=True)
-        return dict(zip(_bucket_keys(values.tolist()), counts.tolist(), strict=True))
+        """The perfSONAR histogram of `link`: delay in ms as a 2-decimal string -> packet count,
+        in ascending order of delay.
+
+        >>> m = MinuteMeasurements(0, np.array([[257, -3, 257], [5, 5, 9]]), np.array([3, 1]), 3)
+        >>> m.histogram(0), m.histogram(1)
+        ({'-0.03': 1, '2.57': 2}, {'0.05': 1})
+        """
+        return dict(self._histograms[link])  # a copy: the caller may change it
+
+    @cached_property
+    def _sorted_buckets(self) -> np.ndarray:
+        """Each link's buckets in ascending order, delivered packets first: the buckets of lost
+        packets are replaced by the largest value of the dtype."""
+        lost = np.iinfo(self.buckets.dtype).max
+        return np.sort(np.where(self._delivered, self.buckets, lost), axis=1)
+
+    @cached_property
+    def _histograms(self) -> list[dict[str, int]]:
+        """Every link's histogram, from one sort of the minute: each link's sorted delivered
+        buckets in runs of one value."""
+        ordered = self._sorted_buckets
+        n_links, packets = ordered.shape
+        starts = self._delivered
+        starts[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
+        first = np.flatnonzero(starts)  # each run's first packet, row after row
+        row = first // packets
+        following = np.append(first[1:], n_links * packets)
+        counts = np.minimum(following, row * packets + self.received[row]) - first
+        names = _bucket_keys(ordered.ravel()[first])
+        runs = zip(names, counts.tolist(), strict=True)
+        return [dict(islice(runs, n)) for n in starts.sum(axis=1).tolist()]
 
     def coarsened(self, links: np.ndarray, buckets_per_bucket: int) -> MinuteMeasurements:
         """The same minute with the delays of `links` (a mask) floored to buckets
@@ -164,7 +198,8 @@ class MinuteMeasurements:
         The median is the midpoint of the two middle packets for an even count, as in
         `service.parse.histogram.compute_histogram_stats`.
         """
-        delays = np.sort(self.delays_ms, axis=1)  # lost packets (NaN) sort last
+        # the delays of the sorted buckets: division keeps their order, lost packets (NaN) last
+        delays = np.where(self._delivered, self._sorted_buckets / BUCKETS_PER_MS, np.nan)
         with np.errstate(invalid="ignore"):
             mean = np.nansum(delays, axis=1) / self.received
             std = np.sqrt(np.nansum((delays - mean[:, None]) ** 2, axis=1) / self.received)
@@ -283,21 +318,59 @@ def simulate_histograms(
         yield simulate_minute(mesh, utilisation[:, offset], start_minute + offset, seed, packets)
 
 
-#: Histogram keys of the buckets seen ("2.57" for bucket 257): a mesh's delays fall on a few
-#: tens of thousands of buckets, formatted once each; cleared past _BUCKET_KEYS_MAX.
-_BUCKET_KEYS: dict[int, str] = {}
-_BUCKET_KEYS_MAX = 1 << 18
+class _BucketKeys:
+    """Histogram keys of buckets ("2.57" for bucket 257), each formatted once: kept in an array
+    indexed by bucket over the span seen so far (a mesh's delays span a few tens of thousands),
+    started again over the buckets asked for when the span would pass `max_span`. A wider span
+    is a new one (its first bucket, keys and which of them are formatted): a key never moves.
+
+    >>> keys = _BucketKeys(max_span=2100)
+    >>> keys(np.array([257, -3, 1234, 257])), keys.span[0], len(keys.span[1])
+    (['2.57', '-0.03', '12.34', '2.57'], -3, 1238)
+    >>> keys(np.array([-2000, 5])), keys.span[0], len(keys.span[1])
+    (['-20.00', '0.05'], -2000, 2006)
+    >>> keys(np.array([0, 5000])), keys.span[0], len(keys.span[1])
+    (['0.00', '50.00'], -2000, 2006)
+    """
+
+    def __init__(self, max_span: int) -> None:
+        self.max_span = max_span
+        self.span = (0, np.empty(0, dtype=object), np.empty(0, dtype=bool))
+
+    def __call__(self, buckets: np.ndarray) -> list[str]:
+        if not buckets.size:
+            return []
+        low, high = int(buckets.min()), int(buckets.max()) + 1
+        if high - low > self.max_span:
+            return [_bucket_key(b) for b in buckets.tolist()]
+        first, names, formatted = self._covering(low, high)
+        index = buckets - first
+        new = np.unique(index[~formatted[index]])
+        names[new] = np.array([_bucket_key(b) for b in (new + first).tolist()], dtype=object)
+        formatted[new] = True
+        return names[index].tolist()
+
+    def _covering(self, low: int, high: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """The span, widened if need be to take in buckets `low` to `high` (exclusive)."""
+        first, names, formatted = self.span
+        end = first + len(names)
+        if first <= low and high <= end:
+            return self.span
+        wider = (min(low, first), max(high, end))
+        kept = bool(len(names)) and wider[1] - wider[0] <= self.max_span
+        start, stop = wider if kept else (low, high)
+        self.span = (start, np.empty(stop - start, dtype=object), np.zeros(stop - start, bool))
+        if kept:
+            self.span[1][first - start : end - start] = names
+            self.span[2][first - start : end - start] = formatted
+        return self.span
 
 
-def _bucket_keys(buckets: list[int]) -> list[str]:
-    """
-    >>> _bucket_keys([257, -3, 1234])
-    ['2.57', '-0.03', '12.34']
-    """
-    if len(_BUCKET_KEYS) > _BUCKET_KEYS_MAX:
-        _BUCKET_KEYS.clear()
-    known = _BUCKET_KEYS
-    return [known.get(b) or known.setdefault(b, f"{b / BUCKETS_PER_MS:.2f}") for b in buckets]
+def _bucket_key(bucket: int) -> str:
+    return f"{bucket / BUCKETS_PER_MS:.2f}"
+
+
+_bucket_keys = _BucketKeys(max_span=1 << 18)
 
 
 def blocking_probability(utilisation: np.ndarray, places: np.ndarray) -> np.ndarray:
