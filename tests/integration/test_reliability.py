@@ -45,11 +45,13 @@ from tests.integration.wire import (
 )
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
-#: Failed reconnects (backoff about 0.5, 1, 2, 4 s, then the 5 s cap) after which the service's
-#: ingest link waits its longest between attempts.
-CAPPED_AFTER_FAILURES = 5
-#: Datapoints confirmed by the broker while the service is stopped.
-WHILE_STOPPED = 500
+#: Failed reconnects after which the service's ingest link waits its longest between attempts:
+#: the pause after the n-th is 0.5 * 2**n s (times a jitter of 0.5-1) up to the 5 s cap, which
+#: the 4th reaches (8 s capped).
+CAPPED_AFTER_FAILURES = 4
+#: Datapoints confirmed by the broker while the service is stopped (more follow while it starts
+#: again).
+WHILE_STOPPED = 200
 #: Datapoints per second the feed asks for (each waits for its receipt, so it gets fewer).
 FEED_RATE = 200.0
 HEARTBEAT_MS = 1000
@@ -163,7 +165,7 @@ def test_sigkill_at_a_random_moment_loses_nothing(stomp_broker, nettel_service, 
     service = nettel_service(broker.brokers, *args)
     wait_until_subscribed(service.url, broker.brokers)
     feed = SequenceFeed(broker.brokers, rate_per_second=100).start()
-    at_random = random.Random().randint(300, 800)  # about 3-8 s of the feed
+    at_random = random.Random().randint(200, 500)  # 2-5 s of the feed: 1-2.5 snapshot periods
     published_more(feed, at_random, "the feed running up to a random moment")
     service.process.send_signal(signal.SIGKILL)
     service.process.wait()
