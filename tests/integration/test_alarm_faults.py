@@ -42,6 +42,7 @@ from devtools.service_process import ServiceProcess
 from devtools.waiting import wait_for
 from service.alarms.records import AlarmKind
 from simulation.faults import plan_faults
+from simulation.mesh_inventory import write_cric_export
 from simulation.simulator import Mesh, build_mesh, simulate_utilisation
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -102,8 +103,7 @@ def test_each_fault_raises_its_alarm_and_calm_links_none(
         if item.scenario is not Scenario.DELAY_STEP
     ]
     topology, state_dir = tmp_path / "topology.json", tmp_path / "state"
-    nettel("simulate", "--sites", str(SITES), "--seed", str(SEED), "--no-feed",
-           "--write-topology", str(topology))  # fmt: skip
+    write_cric_export(mesh, topology)  # what `nettel simulate --write-topology` writes
     common = ("--topology", str(topology), "--state-dir", str(state_dir), "--client-id", "alarms")
     first = nettel_service(activemq.brokers, *common, "--alarms", "false", "--interval", "1")
     wait_for_ready(first)
