@@ -80,38 +80,39 @@ PIPELINE_MESSAGES = 20_000
 #: Publish-and-drain rounds; odd rounds drain the bare consumer first, even ones the service,
 #: so neither gains from going second (a warmed broker) and one slow drain weighs half.
 ROUNDS = 2
+#: At quick sizes (a smoke test: no rate worth a mean) one round, and redeliveries are counted
+#: for half a second.
+QUICK_ROUNDS = 1
+QUICK_GRACE_SECONDS = 0.5
 #: Frames per batch in the in-process run, as the service's frame batcher takes them at most.
 PIPELINE_BATCH = 512
 METHOD = (
     "N real-format messages (simulator histograms, version-1 bus layout, 1-3 datapoints each, "
-    "timestamps in the minutes just before the run) over L links are published persistently to "
-    "a private ActiveMQ from a few producer threads, after both durable subscriptions were "
-    "registered (connect, subscribe, disconnect). Then, alone on the machine, each consumer "
-    "drains its copy in turn: the bare stomp.py "
-    "consumer (`benchmarks/support/bare_consumer.py`: same topics, durable subscription "
-    "`bench-bare`, "
-    "same prefetch and heart-beats, ack auto, only counts frames), whose rate is "
-    "(N - 1) / (time of the N-th frame - time of the first), and `python -m service serve "
-    "--subscription durable --client-id bench-svc --prefetch 1000` (otherwise default settings; "
-    "both consumers use prefetch 1,000, see the note). This runs twice (publish, drain, drain), "
-    "the bare consumer first in round 1 and the service first in round 2, and the rates are "
-    "the means of the two rounds; CPU, profile and timeline figures are round 1's. For the "
-    "service, /metrics is polled every 100 ms and the rate is (received at the first poll that saw "
-    ">= N - received at the first poll that saw any) / (time of the last message at that poll, "
-    "i.e. poll time - `nettel_seconds_since_last_message`, - time of the first poll). Both "
-    "consumers then listen 2 s more to count redeliveries. py-spy samples the service until its "
-    "N-th message (`--nonblocking --gil`, 100 Hz: only samples of the thread holding the GIL, "
-    "so the shares say where the receiving process's one core of Python goes; the parser "
-    "processes are not sampled). Finally the parse+apply pipeline alone runs "
+    "timestamps in the minutes just before the run) over L links are published persistently to a "
+    "private ActiveMQ from a few producer threads, after both durable subscriptions were registered"
+    " (connect, subscribe, disconnect). Then, alone on the machine, each consumer drains its copy "
+    "in turn: the bare stomp.py consumer (`benchmarks/support/bare_consumer.py`: same topics, "
+    "durable subscription `bench-bare`, same prefetch and heart-beats, ack auto, only counts "
+    "frames), whose rate is (N - 1) / (time of the N-th frame - time of the first), and `python -m "
+    "service serve --subscription durable --client-id bench-svc --prefetch 1000` (otherwise default"
+    " settings; both consumers use prefetch 1,000, see the note). This runs twice (publish, drain, "
+    "drain; once at quick sizes), the bare consumer first in round 1 and the service first in round"
+    " 2, and the rates are the means of the two rounds; CPU, profile and timeline figures are round"
+    " 1's. For the service, /metrics is polled every 100 ms and the rate is (received at the first "
+    "poll that saw >= N - received at the first poll that saw any) / (time of the last message at "
+    "that poll, i.e. poll time - `nettel_seconds_since_last_message`, - time of the first poll). "
+    "Both consumers then listen 2 s more (0.5 s at quick sizes) to count redeliveries. py-spy "
+    "samples the service until its N-th message (`--nonblocking --gil`, 100 Hz: only samples of the"
+    " thread holding the GIL, so the shares say where the receiving process's one core of Python "
+    "goes; the parser processes are not sampled). Finally the parse+apply pipeline alone runs "
     "in-process (no broker) on the first 20,000 messages in batches of 512 (the frame batcher's "
     "largest), once timed and once under cProfile; and the STOMP receive path alone "
-    "(`benchmarks/support/receive_path.py`): the same 20,000 messages as ActiveMQ's MESSAGE "
-    "frames, "
-    "read from memory by stomp.py's reader and by the service's, best of 3, CPU per message. "
-    "CPU per message: user + system time (/proc) of the broker, of the bare consumer (its whole "
-    "run) and of the service process and its parser processes (from the first poll that saw a "
-    "message to the N-th message), divided by the messages in that span; the two cores are "
-    "the budget all of them share."
+    "(`benchmarks/support/receive_path.py`): the same 20,000 messages as ActiveMQ's MESSAGE frames,"
+    " read from memory by stomp.py's reader and by the service's, best of 3, CPU per message. CPU "
+    "per message: user + system time (/proc) of the broker, of the bare consumer (its whole run) "
+    "and of the service process and its parser processes (from the first poll that saw a message to"
+    " the N-th message), divided by the messages in that span; the two cores are the budget all of "
+    "them share."
 )
 
 
@@ -170,7 +171,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     corpus_figures(result, corpus)
     with measurement_broker(ctx, "ingest") as broker:
         register_subscriptions(broker.brokers, "activemq")
-        rounds = [ingest_round(ctx, broker, corpus, n, "activemq") for n in range(1, ROUNDS + 1)]
+        rounds = [ingest_round(ctx, broker, corpus, n, "activemq") for n in round_numbers(ctx)]
         result.details["broker_limits"] = broker_limits(broker)
         result.details["flow_control_log_lines"] = flow_control_lines(broker)[:20]
     ctx.log("ingest: in-process pipeline and receive path")
@@ -180,6 +181,16 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     _receive_figures(result, receive_cpu_us(corpus.messages[:PIPELINE_MESSAGES]))
     _profile_details(result, rounds[0].drain.profile, alone_profile)
     return result
+
+
+def round_numbers(ctx: SuiteContext) -> range:
+    """The rounds' numbers: 1 to ROUNDS (QUICK_ROUNDS at quick sizes)."""
+    return range(1, (QUICK_ROUNDS if ctx.quick else ROUNDS) + 1)
+
+
+def grace_seconds(ctx: SuiteContext) -> float:
+    """How long both consumers listen on after the N-th message."""
+    return QUICK_GRACE_SECONDS if ctx.quick else GRACE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -248,7 +259,7 @@ def _run_bare_consumer(
     command = [sys.executable, "-m", "benchmarks.support.bare_consumer", "--brokers", brokers]
     command += ["--client-id", BARE_CLIENT, "--topics", ",".join(topics), "--flavour", flavour]
     command += ["--expect", str(expected), "--prefetch", str(PREFETCH), "--output", str(output)]
-    command += ["--idle-timeout", str(IDLE_TIMEOUT)]
+    command += ["--idle-timeout", str(IDLE_TIMEOUT), "--grace", str(grace_seconds(ctx))]
     before = _children_cpu()
     with (ctx.logs / f"bare-consumer-{flavour}.log").open("wb") as log:
         subprocess.run(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, check=False)
@@ -270,7 +281,9 @@ def _drain_service(
     drain, spy = Drain(), None
     try:
         with httpx.Client(timeout=5.0) as client:
-            spy = _poll_until_drained(client, service, expected, drain, broker_pid)
+            spy = _poll_until_drained(
+                client, service, expected, drain, broker_pid, grace_seconds(ctx)
+            )
     finally:
         if spy is not None:
             folded = spy.stop()
@@ -281,11 +294,16 @@ def _drain_service(
 
 
 def _poll_until_drained(
-    client: httpx.Client, service: ServiceProcess, expected: int, drain: Drain, broker_pid: int
+    client: httpx.Client,
+    service: ServiceProcess,
+    expected: int,
+    drain: Drain,
+    broker_pid: int,
+    grace: float,
 ) -> PySpyRecording | None:
-    """Poll /metrics until N messages arrived and then GRACE_SECONDS passed without a change."""
+    """Poll /metrics until N messages arrived and then `grace` seconds passed without a change."""
     spy, last_change = None, time.monotonic()
-    while time.monotonic() - last_change < (GRACE_SECONDS if drain.reached else IDLE_TIMEOUT):
+    while time.monotonic() - last_change < (grace if drain.reached else IDLE_TIMEOUT):
         service.check_alive()
         polled_at = time.time()
         try:

@@ -15,6 +15,7 @@ from benchmarks.measurements.ingest import (
     pipeline_alone,
     rate_figures,
     register_subscriptions,
+    round_numbers,
 )
 from benchmarks.report import MeasurementResult
 from benchmarks.support.broker import broker_limits, private_broker
@@ -55,7 +56,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     with private_broker(ctx.work, "ingest-mixed", ctx.logs) as broker:
         register_subscriptions(broker.brokers, "activemq", TOPICS)
         rounds = [
-            ingest_round(ctx, broker, corpus, n, "activemq", TOPICS) for n in range(1, ROUNDS + 1)
+            ingest_round(ctx, broker, corpus, n, "activemq", TOPICS) for n in round_numbers(ctx)
         ]
         result.details["broker_limits"] = broker_limits(broker)
     rate_figures(result, corpus, rounds, "activemq")

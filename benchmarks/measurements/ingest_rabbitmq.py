@@ -7,11 +7,11 @@ import time
 from benchmarks.context import SuiteContext
 from benchmarks.measurements.ingest import (
     PREFETCH,
-    ROUNDS,
     corpus_figures,
     ingest_round,
     rate_figures,
     register_subscriptions,
+    round_numbers,
 )
 from benchmarks.report import MeasurementResult
 from benchmarks.support.broker import private_rabbitmq
@@ -44,7 +44,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     corpus_figures(result, corpus)
     with private_rabbitmq(ctx.work, "ingest", ctx.logs) as broker:
         register_subscriptions(broker.brokers, "rabbitmq")
-        rounds = [ingest_round(ctx, broker, corpus, n, "rabbitmq") for n in range(1, ROUNDS + 1)]
+        rounds = [ingest_round(ctx, broker, corpus, n, "rabbitmq") for n in round_numbers(ctx)]
         result.details["broker_startup_seconds"] = broker.startup_seconds
     rate_figures(result, corpus, rounds, "rabbitmq")
     return result

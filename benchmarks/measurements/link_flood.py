@@ -24,21 +24,20 @@ NAME = "link_flood"
 RSS_PER_LINK_LIMIT = 8 * 1024
 METHOD = (
     "A private ActiveMQ and `nettel serve --subscription plain --max-links M --interval I` (the "
-    "shipped model when there is one; I is 10 s, 1 s at quick sizes) start; then, per stage, "
-    "one loss message for each new made-up link is "
-    "published through the broker (non-persistent, 400 destinations per fake source address, so "
-    "no producer passes --new-links-per-minute) until that many links were offered in all. Once "
-    "the service tracked (or refused as `link_limit`) all of them and two matrix cycles ran, "
-    "VmRSS of the service is read, and its growth over the RSS before the flood divided by the "
-    "links tracked is the memory a running service uses per link. Then GET /metrics, "
-    "/costmatrix, /costmatrix?level=site, /costmatrix?source=<one address>, "
-    "/alto/costmap/priv:nettel-cost and /healthz are timed (median of 5, each on a new "
-    "connection). The `memory` measurement's 1 KiB per link is the link state alone (32-minute "
-    "buffers and index); a running service also holds, per link, the matrix's record (a dict of "
-    "~20 values and a nested delay dict), its JSON in the served body and the gzip body, the "
-    "previous snapshot while the next is built, the site view, the endpoint index for "
-    "`?source=`, ALTO's host costs, the analysis' numpy copies of the state during a cycle and "
-    "the allocator's free lists; that is the difference."
+    "shipped model when there is one; I is 10 s, 0.5 s at quick sizes) start; then, per stage, one "
+    "loss message for each new made-up link is published through the broker (non-persistent, 400 "
+    "destinations per fake source address, so no producer passes --new-links-per-minute) until that"
+    " many links were offered in all. Once the service tracked (or refused as `link_limit`) all of "
+    "them and two matrix cycles ran, VmRSS of the service is read, and its growth over the RSS "
+    "before the flood divided by the links tracked is the memory a running service uses per link. "
+    "Then GET /metrics, /costmatrix, /costmatrix?level=site, /costmatrix?source=<one address>, "
+    "/alto/costmap/priv:nettel-cost and /healthz are timed (median of 5, one GET at quick sizes; "
+    "each on a new connection). The `memory` measurement's 1 KiB per link is the link state alone "
+    "(32-minute buffers and index); a running service also holds, per link, the matrix's record (a "
+    "dict of ~20 values and a nested delay dict), its JSON in the served body and the gzip body, "
+    "the previous snapshot while the next is built, the site view, the endpoint index for "
+    "`?source=`, ALTO's host costs, the analysis' numpy copies of the state during a cycle and the "
+    "allocator's free lists; that is the difference."
 )
 
 
@@ -97,6 +96,12 @@ DESTINATIONS = 400
 #: Prometheus' default scrape timeout: /metrics must answer well within it at the cap.
 SCRAPE_TIMEOUT_SECONDS = 10.0
 REJECTED = "nettel_rejected_total"
+#: GETs of each view per stage (median taken), and the wait for the service to settle after
+#: /readyz before the RSS baseline; at quick sizes (a smoke test) one GET and half a second.
+VIEW_REPEATS = 5
+QUICK_VIEW_REPEATS = 1
+BASELINE_WAIT_SECONDS = 2.0
+QUICK_BASELINE_WAIT_SECONDS = 0.5
 #: What is timed: a figure's key -> the request's path.
 VIEWS = {
     "metrics": "/metrics",
@@ -134,10 +139,11 @@ def publish_links(brokers: str, first: int, last: int) -> float:
     return time.monotonic() - started
 
 
-def timed_get(url: str) -> float:
-    """Median seconds of 5 GETs of `url`, each on a new connection (the body read whole)."""
+def timed_get(url: str, repeats: int) -> float:
+    """Median seconds of `repeats` GETs of `url`, each on a new connection (the body read
+    whole)."""
     times = []
-    for _ in range(5):
+    for _ in range(repeats):
         started = time.perf_counter()
         response = httpx.get(url, timeout=120)
         response.raise_for_status()
@@ -169,11 +175,11 @@ def settle(service: ServiceProcess, offered: int, max_links: int, timeout: float
         time.sleep(0.5)
 
 
-def stage(service: ServiceProcess, offered: int, baseline: int, max_links: int) -> dict[str, Any]:
+def stage(service: ServiceProcess, offered: int, baseline: int, repeats: int) -> dict[str, Any]:
     seen = metrics(service.url)
     rss = memory_of(service.pid)["VmRSS"]
     links = int(seen["nettel_links_tracked"])
-    times = {key: round(timed_get(service.url + path), 4) for key, path in VIEWS.items()}
+    times = {key: round(timed_get(service.url + path, repeats), 4) for key, path in VIEWS.items()}
     return {
         "links_offered": offered,
         "links_tracked": links,
@@ -204,14 +210,15 @@ def run_flood(
         service = launch_service(broker.brokers, args, logs / "link-flood.log")
         try:
             wait_for_status(service, "/readyz", timeout=120)
-            time.sleep(2.0)
+            time.sleep(QUICK_BASELINE_WAIT_SECONDS if ctx.quick else BASELINE_WAIT_SECONDS)
             baseline = memory_of(service.pid)["VmRSS"]
             offered = 0
             for target in stages:
                 publish_seconds = publish_links(broker.brokers, offered, target)
                 offered = target
                 settle(service, offered, max_links, timeout=900)
-                result = stage(service, offered, baseline, max_links)
+                repeats = QUICK_VIEW_REPEATS if ctx.quick else VIEW_REPEATS
+                result = stage(service, offered, baseline, repeats)
                 result["publish_seconds"] = round(publish_seconds, 1)
                 results.append(result)
                 ctx.log(f"link_flood: {offered:,} offered, {result['links_tracked']:,} tracked")
