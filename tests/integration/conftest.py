@@ -2,14 +2,19 @@
 
 - `test_pki` (session): one throw-away PKI (`devtools.activemq.generate_test_pki`: a CA, a
   broker key store for 127.0.0.1, and a trust store holding the CA) for every TLS broker of a
-  test process; keytool starts a JVM per step, so each PKI costs seconds. As is, a broker
-  started with it requires client certificates signed by the CA; `server_only(test_pki)` is the
-  same PKI without that demand.
+  test run; keytool starts a JVM per step, so each PKI costs seconds (about 7 CPU-s). Under
+  xdist the first worker that needs it makes it in the run's directory and the others read it
+  from there. As is, a broker started with it requires client certificates signed by the CA;
+  `server_only(test_pki)` is the same PKI without that demand.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -18,9 +23,42 @@ from devtools.activemq import BrokerTls, generate_test_pki
 
 @pytest.fixture(scope="session")
 def test_pki(tmp_path_factory: pytest.TempPathFactory) -> BrokerTls:
-    """The session's CA and broker certificate; brokers started with it require client
+    """The run's CA and broker certificate; brokers started with it require client
     certificates (use `server_only` for brokers that do not)."""
-    return generate_test_pki(tmp_path_factory.mktemp("pki"), need_client_auth=True)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return generate_test_pki(tmp_path_factory.mktemp("pki"), need_client_auth=True)
+    return shared_pki(tmp_path_factory.getbasetemp().parent)  # the run's, above each worker's
+
+
+def shared_pki(run_dir: Path) -> BrokerTls:
+    """The PKI in `run_dir/pki`, made there by the first caller (the others wait for it)."""
+    record = run_dir / "pki.json"
+    with (run_dir / "pki.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if record.exists():
+            return pki_from_record(record.read_text())
+        pki = generate_test_pki(run_dir / "pki", need_client_auth=True)
+        record.write_text(pki_record(pki))
+        return pki
+
+
+def pki_record(pki: BrokerTls) -> str:
+    """`pki` as JSON (its paths as strings)."""
+    fields = dataclasses.asdict(pki)
+    return json.dumps({name: value and str(value) for name, value in fields.items()})
+
+
+def pki_from_record(text: str) -> BrokerTls:
+    """The `BrokerTls` that `pki_record` wrote."""
+    fields = json.loads(text)
+    truststore = fields["truststore"]
+    return BrokerTls(
+        folder=Path(fields["folder"]),
+        ca_file=Path(fields["ca_file"]),
+        keystore=Path(fields["keystore"]),
+        truststore=None if truststore is None else Path(truststore),
+        password=fields["password"],
+    )
 
 
 def server_only(pki: BrokerTls) -> BrokerTls:
