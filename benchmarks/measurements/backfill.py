@@ -11,7 +11,7 @@ import httpx
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult
-from benchmarks.support.broker import private_broker
+from benchmarks.support.broker import measurement_broker
 from benchmarks.support.environment import REPO_ROOT
 from benchmarks.support.link_fill import link_endpoints
 from benchmarks.support.model import serve_model_args
@@ -101,7 +101,7 @@ def run(ctx: SuiteContext) -> MeasurementResult:
     # there (records only up to now would leave the window's newest minute empty then)
     archived = archived_links(links, ARCHIVED_MINUTES, time.time() + 60 * AHEAD_MINUTES)
     with (
-        private_broker(ctx.work, "backfill", ctx.logs) as broker,
+        measurement_broker(ctx, "backfill") as broker,
         ArchiveServer(archived) as archive,
     ):
         args = [*serve_model_args(), "--client-id", "bench-backfill", "--backfill-from"]

@@ -10,7 +10,7 @@ import httpx
 
 from benchmarks.context import SuiteContext
 from benchmarks.report import MeasurementResult
-from benchmarks.support.broker import private_broker
+from benchmarks.support.broker import measurement_broker
 from benchmarks.support.link_fill import write_snapshot
 from benchmarks.support.model import serve_model_args
 from benchmarks.support.service_process import links_with_full_window
@@ -81,7 +81,7 @@ def _warm_start(ctx: SuiteContext, links: int) -> dict[str, Any]:
     peer_dir = work / "peer"
     write_snapshot(peer_dir, links, time.time())
     env = {"NETTEL_ADMIN_TOKEN": TOKEN, "NETTEL_WARM_TOKEN": TOKEN}
-    with private_broker(work, f"warm-{links}", logs) as broker:
+    with measurement_broker(ctx, f"warm-{links}") as broker:
         peer_args = [*serve_model_args(), "--client-id", "bench-peer", "--state-dir", str(peer_dir)]
         peer = launch_service(broker.brokers, peer_args, logs / f"warm-peer-{links}.log", env)
         try:
