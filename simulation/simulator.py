@@ -198,15 +198,16 @@ class MinuteMeasurements:
         The median is the midpoint of the two middle packets for an even count, as in
         `service.parse.histogram.compute_histogram_stats`.
         """
-        # the delays of the sorted buckets: division keeps their order, lost packets (NaN) last
-        delays = np.where(self._delivered, self._sorted_buckets / BUCKETS_PER_MS, np.nan)
-        with np.errstate(invalid="ignore"):
-            mean = np.nansum(delays, axis=1) / self.received
-            std = np.sqrt(np.nansum((delays - mean[:, None]) ** 2, axis=1) / self.received)
+        delivered = self._delivered
+        delays = self._sorted_buckets / BUCKETS_PER_MS  # the same order, lost packets last
+        with np.errstate(invalid="ignore"):  # nothing delivered: 0 / 0
+            mean = np.where(delivered, delays, 0.0).sum(axis=1) / self.received
+            squares = np.where(delivered, (delays - mean[:, None]) ** 2, 0.0)
+            std = np.sqrt(squares.sum(axis=1) / self.received)
         rows = np.arange(len(delays))
         low = delays[rows, np.maximum(self.received - 1, 0) // 2]
         high = delays[rows, self.received // 2]
-        return mean, std, (low + high) / 2
+        return mean, std, np.where(self.received > 0, (low + high) / 2, np.nan)
 
 
 @dataclass(frozen=True, eq=False)
