@@ -37,7 +37,6 @@ import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import islice
 
 import numpy as np
 
@@ -155,7 +154,9 @@ class MinuteMeasurements:
         >>> m.histogram(0), m.histogram(1)
         ({'-0.03': 1, '2.57': 2}, {'0.05': 1})
         """
-        return dict(self._histograms[link])  # a copy: the caller may change it
+        keys, counts, bounds = self._runs
+        low, high = bounds[link], bounds[link + 1]
+        return dict(zip(keys[low:high], counts[low:high], strict=True))
 
     @cached_property
     def _sorted_buckets(self) -> np.ndarray:
@@ -165,9 +166,10 @@ class MinuteMeasurements:
         return np.sort(np.where(self._delivered, self.buckets, lost), axis=1)
 
     @cached_property
-    def _histograms(self) -> list[dict[str, int]]:
-        """Every link's histogram, from one sort of the minute: each link's sorted delivered
-        buckets in runs of one value."""
+    def _runs(self) -> tuple[list[str], list[int], list[int]]:
+        """Every link's histogram, from one sort of the minute: the runs of one value in each
+        link's sorted delivered buckets, link after link (their keys and packet counts), and
+        where each link's runs begin (the last entry: where they end)."""
         ordered = self._sorted_buckets
         n_links, packets = ordered.shape
         starts = self._delivered
@@ -176,9 +178,8 @@ class MinuteMeasurements:
         row = first // packets
         following = np.append(first[1:], n_links * packets)
         counts = np.minimum(following, row * packets + self.received[row]) - first
-        names = _bucket_keys(ordered.ravel()[first])
-        runs = zip(names, counts.tolist(), strict=True)
-        return [dict(islice(runs, n)) for n in starts.sum(axis=1).tolist()]
+        bounds = np.concatenate([[0], np.cumsum(starts.sum(axis=1))])
+        return _bucket_keys(ordered.ravel()[first]), counts.tolist(), bounds.tolist()
 
     def coarsened(self, links: np.ndarray, buckets_per_bucket: int) -> MinuteMeasurements:
         """The same minute with the delays of `links` (a mask) floored to buckets
