@@ -9,19 +9,16 @@ A group's tests carry the same marks, so selecting by mark never runs a group fo
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from service.parse.records import MeasurementKind
+from tests.run_directory import locked, run_directory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The measurements by shared run: those needing nothing, and the two with a broker (slow).
@@ -31,16 +28,7 @@ RUNS = (("alto_updates", "decisions", "result_alarms", "cycle_results"), ("warm_
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the runs go: this session's directory, shared by its xdist workers."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Held by one process (xdist worker) at a time."""
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    return run_directory(tmp_path_factory)
 
 
 def quick_run(name: str, runs: Path) -> dict[str, Any]:

@@ -11,30 +11,26 @@
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from devtools.activemq import BrokerTls, generate_test_pki
+from tests.run_directory import locked, run_directory
 
 
 @pytest.fixture(scope="session")
 def test_pki(tmp_path_factory: pytest.TempPathFactory) -> BrokerTls:
     """The run's CA and broker certificate; brokers started with it require client
     certificates (use `server_only` for brokers that do not)."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return generate_test_pki(tmp_path_factory.mktemp("pki"), need_client_auth=True)
-    return shared_pki(tmp_path_factory.getbasetemp().parent)  # the run's, above each worker's
+    return shared_pki(run_directory(tmp_path_factory))
 
 
 def shared_pki(run_dir: Path) -> BrokerTls:
     """The PKI in `run_dir/pki`, made there by the first caller (the others wait for it)."""
     record = run_dir / "pki.json"
-    with (run_dir / "pki.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(run_dir / "pki.lock"):
         if record.exists():
             return pki_from_record(record.read_text())
         pki = generate_test_pki(run_dir / "pki", need_client_auth=True)
