@@ -1,7 +1,7 @@
 """Simulator family C: each link a packet-level ns-3 simulation of real TCP, UDP and queues.
 
 Python draws every random choice of a link (seeded numpy, `draw_links`), the C++ scenario of
-`training/ns3_scenario.cpp` (loaded with `cppyy.cppdef`) simulates it packet by packet at C++
+`simulation/ns3_scenario.cpp` (loaded with `cppyy.cppdef`) simulates it packet by packet at C++
 speed, and Python turns the probe delays and the bottleneck's byte counter into a directory that
 `training.dataset.build_real_dataset` and `nettel evaluate --perfsonar-dir` read as they are
 (`write_capture`). The physics, the parameters drawn and the cost are in docs/simulator-ns3.md.
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from simulation.bus_format import build_delay_message, build_loss_message
+from simulation.ns3_modules import included_modules, load_ns3_modules
 from simulation.simulator import Mesh, build_mesh
 
 SCENARIO_SOURCE = Path(__file__).with_name("ns3_scenario.cpp")
@@ -384,16 +385,14 @@ _SCENARIO: Any = None
 
 
 def load_ns3() -> Any:
-    """The compiled scenario namespace (imports ns-3, ~13 s, once per process)."""
+    """The compiled scenario namespace (compiled once per process)."""
     global _SCENARIO
     if _SCENARIO is None:
-        try:
-            from ns import ns  # noqa: F401  (loads the ns-3 libraries and headers)
-        except ImportError as error:  # pragma: no cover - depends on the install
-            raise RuntimeError("family C needs ns-3: pip install 'nettel[ns3]'") from error
+        source = SCENARIO_SOURCE.read_text()
+        load_ns3_modules(included_modules(source))
         import cppyy
 
-        cppyy.cppdef(SCENARIO_SOURCE.read_text())
+        cppyy.cppdef(source)
         _SCENARIO = cppyy.gbl.nettel_ns3
     return _SCENARIO
 
