@@ -3,7 +3,8 @@
 - `activemq` (session): one private broker for the whole run; `activemq.brokers` is the
   `127.0.0.1:PORT` string for `--brokers`. Do not kill it; use `activemq_factory` for fault tests.
 - `activemq_factory` (function): `activemq_factory()` starts another private broker in the
-  test's tmp dir (kill/restart freely); all are stopped at teardown.
+  test's tmp dir (kill/restart freely); all are stopped at teardown. Both are `short_lived`
+  (their JVMs compile with C1 only: a test's seconds of broker use cost ~20 % less CPU).
 - `rabbitmq`, `rabbitmq_factory`: the same for private RabbitMQ nodes with the STOMP plugin
   (`devtools.rabbitmq`; vhost `/`).
 - `stomp_broker` (session) and `broker_factory` (function): parametrized over both brokers
@@ -99,7 +100,9 @@ def memory_service() -> Iterator[Callable[..., InMemoryService]]:
 @pytest.fixture(scope="session")
 def activemq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ActiveMQProcess]:
     """One private ActiveMQ broker (STOMP on a free port) for the whole test session."""
-    broker = start_activemq(tmp_path_factory.mktemp("activemq"), stomp_port=free_port())
+    broker = start_activemq(
+        tmp_path_factory.mktemp("activemq"), stomp_port=free_port(), short_lived=True
+    )
     try:
         yield broker
     finally:
@@ -113,7 +116,12 @@ def activemq_factory(tmp_path: Path) -> Iterator[Callable[..., ActiveMQProcess]]
 
     def start(**kwargs: object) -> ActiveMQProcess:
         base_dir = tmp_path / f"activemq-{len(started)}"
-        broker = start_activemq(base_dir, stomp_port=free_port(), **kwargs)  # type: ignore[arg-type]
+        broker = start_activemq(
+            base_dir,
+            stomp_port=free_port(),
+            short_lived=True,
+            **kwargs,  # type: ignore[arg-type]
+        )
         started.append(broker)
         return broker
 

@@ -71,7 +71,9 @@ def pki(test_pki: BrokerTls) -> BrokerTls:
 def tls_broker(
     tmp_path_factory: pytest.TempPathFactory, pki: BrokerTls
 ) -> Iterator[ActiveMQProcess]:
-    broker = start_activemq(tmp_path_factory.mktemp("tls-broker"), free_port(), tls=pki)
+    broker = start_activemq(
+        tmp_path_factory.mktemp("tls-broker"), free_port(), tls=pki, short_lived=True
+    )
     try:
         yield broker
     finally:
