@@ -3,8 +3,9 @@
 Input(n inputs) -> Dense(w1, relu) -> Dropout(d) -> Dense(w2, relu) -> Dropout(d) -> Dense(w3, relu)
 -> Dense(1). An ensemble of such members is merged into one network of the same layer kinds
 (`merge_members`), so serving still makes one call. Only layers `service.model.numpy_network`
-can run (Dense with relu/linear/sigmoid, Dropout), so serving needs no TensorFlow. Importing
-this module imports Keras (training only).
+can run (Dense with relu/linear/sigmoid, Dropout), so serving needs no TensorFlow. Keras is
+imported on first use (`load_keras`), not with this module: importing the training code (as
+collecting its tests does, in every test worker) costs no Keras start-up (~4 CPU-s).
 """
 
 from __future__ import annotations
@@ -13,18 +14,15 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.linalg import block_diag
 
-# Quiet TensorFlow's C++ logging, and use its plain CPU kernels: oneDNN's reordered arithmetic
-# makes results depend on the machine (and its start-up notice bypasses the log level).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 DEFAULT_WIDTHS = (100, 50, 5)
 DEFAULT_DROPOUT = 0.5
@@ -35,6 +33,28 @@ OPTIMIZERS = ("rmsprop", "adam")
 #: estimate means the same; cross-entropy needs the sigmoid output.
 LOSSES = ("mse", "binary_crossentropy")
 MAX_ENSEMBLE = 16
+
+
+def load_keras() -> ModuleType:
+    """Keras, imported (with TensorFlow under it) the first time it is needed.
+
+    TensorFlow's C++ logging is quieted, and its plain CPU kernels used: oneDNN's reordered
+    arithmetic makes results depend on the machine (and its start-up notice bypasses the log
+    level). Both settings must precede TensorFlow's import.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    import keras
+
+    return keras
+
+
+def load_tensorflow() -> ModuleType:
+    """TensorFlow, imported the first time it is needed, after `load_keras`'s settings."""
+    load_keras()
+    import tensorflow
+
+    return tensorflow
 
 
 @dataclass(frozen=True)
@@ -83,8 +103,9 @@ def build_network(n_features: int, config: NetworkConfig, seed: int) -> keras.Se
     Also turns on TensorFlow op determinism for the process, so training with the same seed
     gives the same weights.
     """
+    keras = load_keras()
     keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
+    load_tensorflow().config.experimental.enable_op_determinism()
     constraint = {"kernel_constraint": keras.constraints.NonNeg()} if config.monotone else {}
     layers: list[keras.layers.Layer] = [keras.Input((n_features,))]
     for depth, width in enumerate(config.widths):
@@ -125,6 +146,7 @@ def merge_members(members: list[keras.Sequential]) -> keras.Sequential:
     """
     if len(members) == 1:
         return members[0]
+    keras = load_keras()
     stacks = [
         [layer for layer in m.layers if isinstance(layer, keras.layers.Dense)] for m in members
     ]
@@ -153,6 +175,7 @@ def merge_members(members: list[keras.Sequential]) -> keras.Sequential:
 
 
 def _optimizer(config: NetworkConfig) -> keras.optimizers.Optimizer:
+    keras = load_keras()
     if config.optimizer == "adam":
         return keras.optimizers.Adam(config.learning_rate)
     return keras.optimizers.RMSprop(config.learning_rate)
@@ -169,6 +192,7 @@ def fit_network(
     """Train on already scaled rows (shuffled every epoch); the training loss of each epoch."""
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, not {epochs}")
+    keras = load_keras()
     history = model.fit(
         features,
         labels,
@@ -191,6 +215,7 @@ def fit_network_batches(
     (streamed training: the rows need not fit in memory); the training loss of each epoch."""
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, not {epochs}")
+    keras = load_keras()
     history = model.fit(
         batches,
         epochs=epochs,

@@ -34,7 +34,13 @@ from training.dataset import (
     split_link_ids,
 )
 from training.dataset_files import open_rows, read_description
-from training.network import BATCH_SIZE, NetworkConfig, fit_network_batches, train_members
+from training.network import (
+    BATCH_SIZE,
+    NetworkConfig,
+    fit_network_batches,
+    load_tensorflow,
+    train_members,
+)
 from training.train import (
     DEFAULT_CALIBRATION_FRACTION,
     DEFAULT_INPUT_SCALING,
@@ -198,7 +204,7 @@ def training_batches(
 ) -> Any:
     """A tf.data dataset of scaled (features, label) batches of BATCH_SIZE (the last one
     shorter), re-read each epoch; its length is known, so Keras runs every epoch to the end."""
-    import tensorflow as tf
+    tf = load_tensorflow()
 
     files = list(rows.files)
     epochs = iter(range(1 << 30))

@@ -24,6 +24,8 @@ from service.model.bundle import (
     load_bundle,
 )
 from service.model.scaler import MinMaxScaler
+from tests.training.needs_keras import skip_without_keras
+from training import network
 from training.bundle_writer import save_bundle
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -42,7 +44,7 @@ def rows() -> np.ndarray:
 @pytest.fixture(scope="module", params=["sigmoid", "linear"])
 def trained(request: pytest.FixtureRequest, rows: np.ndarray) -> tuple:
     """A Keras model (one epoch) and its scaler; skipped where Keras is not installed."""
-    network = pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
+    skip_without_keras()
     scaler = MinMaxScaler.fit_clipped(rows[:400], FEATURE_NAMES)
     config = network.NetworkConfig(output_activation=request.param)
     model = network.build_network(len(FEATURE_NAMES), config, 1)
@@ -83,7 +85,7 @@ def test_a_log_scaled_bundle_serves_what_training_computes(
 ) -> None:
     """The serving path (scaler.json read back, numpy network) scales each row exactly as the
     training run's scaler did, and predicts what Keras does on those inputs."""
-    network = pytest.importorskip("training.network")
+    skip_without_keras()
     names = FEATURE_NAMES[-5:]
     offsets = {"newest_loss": 1e-4, "newest_delay_above_min": 0.1}
     inputs = rows[:, -5:] / 100  # losses and delays from 0 up to 0.5
@@ -152,7 +154,7 @@ def test_a_bundle_reads_its_inputs_out_of_the_services_rows_by_name(
     np.testing.assert_array_equal(reordered.predict(rows[:, ::-1]), bundle.predict(rows))
     model, _, predict_network = trained
     subset = FEATURE_NAMES[:45]
-    network = pytest.importorskip("training.network")
+    skip_without_keras()
     narrow = network.build_network(45, network.NetworkConfig(widths=(4, 2)), 1)
     scaler = MinMaxScaler.fit_clipped(rows[:, :45], subset)
     earlier = load_bundle(save_bundle(tmp_path / "45", narrow, scaler, CARD), FEATURE_NAMES)

@@ -14,7 +14,9 @@ import httpx
 import numpy as np
 import pytest
 
-pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
+from tests.training.needs_keras import skip_without_keras  # noqa: E402
+
+skip_without_keras()
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 pytest.importorskip("pyarrow")

@@ -5,11 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
+from tests.training.needs_keras import skip_without_keras  # noqa: E402
+
+skip_without_keras()
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 from service.model.numpy_network import ACTIVATIONS  # noqa: E402
-from training.network import NetworkConfig, build_network  # noqa: E402
+from training.network import (  # noqa: E402
+    NetworkConfig,
+    build_network,
+    load_keras,
+    load_tensorflow,
+)
 
 
 def layer_summary(config: NetworkConfig) -> list[tuple[str, object]]:
@@ -154,9 +161,7 @@ def test_cross_entropy_keeps_weighing_rows_the_sigmoid_is_confidently_wrong_abou
     """Gradient of each loss with respect to the output's logit, for a busy row (target 1)
     scored near 0 (logit -12) and one scored at 0.5 (logit 0): squared error all but ignores the
     confidently wrong row, cross-entropy weighs it more than the undecided one."""
-    import keras
-    import tensorflow as tf
-
+    keras, tf = load_keras(), load_tensorflow()
     weight = {}
     for loss in ("mse", "binary_crossentropy"):
         model = build_network(3, NetworkConfig(widths=(8, 4), loss=loss), seed=3)

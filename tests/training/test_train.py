@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("training.network")  # Keras, after its TensorFlow settings
+from tests.training.needs_keras import skip_without_keras  # noqa: E402
+
+skip_without_keras()
 pytest.importorskip("sklearn")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
