@@ -6,9 +6,10 @@ cannot pass for a renamed metric; `default=` says "absent counts as this" explic
 
 from __future__ import annotations
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+
+from devtools.local_http import LOCAL_HTTP
 
 #: What the exposition appends to a family's name to name its samples.
 SAMPLE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum", "_info")
@@ -46,6 +47,6 @@ def sample_value(text: str, name: str, default: float | None = None, **labels: s
 
 def metric_value(base_url: str, name: str, default: float | None = None, **labels: str) -> float:
     """`sample_value` of `GET {base_url}/metrics`."""
-    response = httpx.get(f"{base_url}/metrics", timeout=5.0)
+    response = LOCAL_HTTP.get(f"{base_url}/metrics")
     response.raise_for_status()
     return sample_value(response.text, name, default, **labels)

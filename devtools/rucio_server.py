@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from devtools.activemq import free_port
+from devtools.local_http import LOCAL_HTTP
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUCIO_SIDE = Path(__file__).with_name("rucio_side.py")
@@ -277,7 +278,7 @@ class RucioServer:
             if self.process.poll() is not None:
                 break
             try:
-                if httpx.get(f"{self.url}/ping", timeout=2).status_code == 200:
+                if LOCAL_HTTP.get(f"{self.url}/ping", timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -20,8 +20,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from unittest import mock
 
-import httpx
-
+from devtools.local_http import LOCAL_HTTP
 from devtools.stomp_client import BrokerClient
 from devtools.waiting import wait_for
 from service.broker.memory_broker import MemoryBroker
@@ -59,7 +58,7 @@ class InMemoryService:
         """When (time.monotonic) /readyz first answered 200, polled every 0.1 s."""
 
         def ready() -> float | None:
-            status = httpx.get(f"{self.url}/readyz", timeout=5.0).status_code
+            status = LOCAL_HTTP.get(f"{self.url}/readyz").status_code
             return time.monotonic() if status == 200 else None
 
         return wait_for(ready, timeout, what="/readyz 200")

@@ -20,6 +20,7 @@ from benchmarks.support.corpus import build_marker_message
 from devtools.broker_process import BrokerProcess
 from devtools.haproxy import HAProxyProcess
 from devtools.http_load import HttpLoad
+from devtools.local_http import LOCAL_HTTP
 from devtools.minute_feed import MinuteFeed
 from devtools.rabbitmq import RabbitMQProcess
 from devtools.service_process import ServiceProcess, launch_service, wait_for_status
@@ -76,7 +77,7 @@ def marker_message(source: str, minute: int, loss: float) -> tuple[str, bytes, d
 
 def role(replica: ServiceProcess) -> str | None:
     try:
-        answer = httpx.get(f"{replica.url}/readyz", timeout=2.0).json()
+        answer = LOCAL_HTTP.get(f"{replica.url}/readyz", timeout=2.0).json()
         return str(answer["ha"]["role"])
     except (httpx.HTTPError, KeyError, ValueError):
         return None

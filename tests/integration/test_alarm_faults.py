@@ -37,6 +37,7 @@ from benchmarks.support.alarm_scenarios import (
     fault_layout,
 )
 from devtools.activemq import ActiveMQProcess
+from devtools.local_http import LOCAL_HTTP
 from devtools.metrics_reader import samples_named
 from devtools.service_process import ServiceProcess
 from devtools.waiting import wait_for
@@ -153,7 +154,7 @@ def test_each_fault_raises_its_alarm_and_calm_links_none(
 
 def wait_for_ready(service: ServiceProcess) -> None:
     wait_for(
-        lambda: httpx.get(f"{service.url}/readyz", timeout=5.0).status_code == 200,
+        lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 200,
         what="ready (subscribed, a matrix computed)",
     )
 

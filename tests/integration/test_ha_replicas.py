@@ -27,6 +27,7 @@ import pytest
 
 from devtools.haproxy import HAProxyProcess
 from devtools.http_load import HttpLoad
+from devtools.local_http import LOCAL_HTTP
 from devtools.metrics_reader import metric_value
 from devtools.minute_feed import MinuteFeed
 from devtools.stomp_client import Message, StompClient
@@ -129,7 +130,7 @@ def loss_message(source: str, minute: int, loss: float) -> tuple[str, dict, dict
 def readiness_ha(url: str) -> dict:
     """/readyz's `ha` field ({} while the replica does not answer)."""
     try:
-        return httpx.get(f"{url}/readyz", timeout=2.0).json()["ha"]
+        return LOCAL_HTTP.get(f"{url}/readyz", timeout=2.0).json()["ha"]
     except (httpx.HTTPError, KeyError, ValueError):
         return {}
 

@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from devtools.local_http import LOCAL_HTTP
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
 from service.config import load_settings
@@ -39,7 +40,7 @@ def test_a_service_without_brokers_is_ready_on_http_runs_alone(nettel_service):
     assert response.status_code == 202
 
     def ready() -> dict | None:
-        answer = httpx.get(f"{service.url}/readyz", timeout=5.0)
+        answer = LOCAL_HTTP.get(f"{service.url}/readyz")
         return answer.json() if answer.status_code == 200 else None
 
     readiness = wait_for(ready, what="/readyz 200 without a broker")

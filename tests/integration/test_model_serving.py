@@ -12,6 +12,7 @@ import sys
 import httpx
 import pytest
 
+from devtools.local_http import LOCAL_HTTP
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
 from service.config import DEFAULT_BUNDLE
@@ -53,7 +54,7 @@ def predicted_link(url: str) -> dict | None:
 
 def test_shipped_model_fills_utilisation_and_model_identity(memory_broker, memory_service):
     service = memory_service(memory_broker, "--interval", "1", "--subscription", "plain")
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    wait_for(lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 200, what="ready")
     publish_full_window(service)
     matrix = wait_for(lambda: predicted_link(service.url), what="a predicted utilisation")
     card = json.loads((DEFAULT_BUNDLE / CARD_FILE).read_text())
@@ -81,7 +82,7 @@ def test_reload_swaps_the_model_keeps_state_and_refuses_bad_bundles(
         str(bundle_copy),
         env={"NETTEL_ADMIN_TOKEN": TOKEN},
     )
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    wait_for(lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 200, what="ready")
     publish_full_window(service)
     before = wait_for(lambda: predicted_link(service.url), what="a predicted utilisation")
     reload_url = f"{service.url}/admin/reload-model"

@@ -29,6 +29,7 @@ import time
 import httpx
 import pytest
 
+from devtools.local_http import LOCAL_HTTP
 from devtools.metrics_reader import metric_value
 from devtools.service_process import ServiceProcess
 from devtools.stomp_client import StompClient
@@ -105,7 +106,7 @@ def test_service_survives_a_killed_broker_and_reconnects_within_10_s(
     feed = SequenceFeed(broker.brokers, rate_per_second=FEED_RATE).start()
     published_more(feed, 100, "datapoints before the broker is killed")
     broker.kill()
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 503, timeout=10)
+    wait_for(lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 503, timeout=10)
     wait_for(
         lambda: service.log_text().count("broker connect failed") >= CAPPED_AFTER_FAILURES,
         timeout=30,
@@ -184,7 +185,7 @@ def test_tls_into_a_vhost_with_a_durable_queue_named_after_the_client(
     args = ("--interval", "1", "--client-id", "osg-like", "--broker-vhost", VHOST)
     tls_args = ("--broker-tls", "true", "--broker-ca-file", str(tls.ca_file))
     service = nettel_service(broker.ssl_brokers, *args, *tls_args)
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    wait_for(lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 200, what="ready")
     assert "RabbitMQ/3." in service.log_text()  # the CONNECTED frame's server, logged
 
     publisher = StompClient(broker.brokers, vhost=VHOST)
@@ -218,7 +219,7 @@ def test_virtual_topic_queue_keeps_messages_published_while_the_service_is_down(
         *("--loss-topic", VIRTUAL_LOSS, "--delay-topic", VIRTUAL_DELAY),
     )
     first = nettel_service(activemq.brokers, *args)
-    wait_for(lambda: httpx.get(f"{first.url}/readyz").status_code == 200, what="ready")
+    wait_for(lambda: LOCAL_HTTP.get(f"{first.url}/readyz").status_code == 200, what="ready")
     publisher = StompClient(activemq.brokers)
     minute = current_minute_ts(1)
     publisher.send(VIRTUAL_LOSS, sample_body("packet-loss-rate.json", [minute], source="10.77.0.1"))

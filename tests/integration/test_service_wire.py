@@ -9,6 +9,7 @@ import json
 import httpx
 import pytest
 
+from devtools.local_http import LOCAL_HTTP
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
 from service.analysis.features import FEATURE_NAMES
@@ -179,17 +180,17 @@ def test_malformed_burst_is_counted_by_reason_and_valid_messages_all_land(servic
 def test_readyz_turns_503_when_the_broker_stops(flavoured_memory_broker, memory_service):
     broker = flavoured_memory_broker
     service = memory_service(broker, "--interval", "1", "--heartbeat-ms", "1000")
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    wait_for(lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 200, what="ready")
     broker.stop()
     response = wait_for(
-        lambda: (r := httpx.get(f"{service.url}/readyz")).status_code == 503 and r,
+        lambda: (r := LOCAL_HTTP.get(f"{service.url}/readyz")).status_code == 503 and r,
         timeout=20,
         what="/readyz 503 after the broker died",
     )
     assert "not connected to a broker" in response.json()["problems"]
     assert metric_value(service.url, "nettel_broker_connected") == 0.0
     broker.start()
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready again")
+    wait_for(lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 200, what="ready again")
 
 
 def test_openapi_docs_are_served(service):

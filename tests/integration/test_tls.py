@@ -28,6 +28,7 @@ from devtools.activemq import (
     issue_client_certificate,
     start_activemq,
 )
+from devtools.local_http import LOCAL_HTTP
 from devtools.metrics_reader import metric_value
 from devtools.waiting import wait_for
 from service.broker.link import TlsFiles
@@ -110,7 +111,7 @@ def wait_ingested(service, publish, source: str = SAMPLE_SOURCE) -> dict:
 
 
 def wait_ready(service) -> None:
-    wait_for(lambda: httpx.get(f"{service.url}/readyz").status_code == 200, what="ready")
+    wait_for(lambda: LOCAL_HTTP.get(f"{service.url}/readyz").status_code == 200, what="ready")
 
 
 # --- TLS connects, a wrong CA does not --------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from devtools.local_http import LOCAL_HTTP
 from devtools.stomp_client import StompClient
 from devtools.waiting import wait_for
 from service.broker.connection import BrokerError
@@ -31,7 +32,7 @@ def current_minute_ts(minutes_ago: int = 0) -> int:
 def get_json(url: str, **params: str) -> Any:
     """The JSON of a 200 response; None for any other status or when nothing listens yet."""
     try:
-        response = httpx.get(url, params=params, timeout=5.0)
+        response = LOCAL_HTTP.get(url, params=params)
     except httpx.HTTPError:
         return None
     return response.json() if response.status_code == 200 else None
