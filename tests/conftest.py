@@ -24,6 +24,8 @@
   serves its HTTP API on a free port and returns it (`.url`, `.runtime`, `.log_text()`,
   `.publisher()`); stopped at teardown.
 - `free_port()`: plain helper (also importable from `devtools.activemq`).
+- under pytest-xdist each worker starts on its part of the slow files
+  (`pytest_collection_modifyitems`).
 - every test leaves the root logger without the handlers it added, at its level (`nettel`'s command
   functions install a handler on the sys.stderr of the moment: a test's capture, closed after
   it; a later record, as py4j's at garbage collection, then failed into another test's stderr).
@@ -32,6 +34,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -49,6 +52,39 @@ if TYPE_CHECKING:
     from tests.in_memory_service import InMemoryService
 
 SERVICE_START_TIMEOUT = 30.0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, each worker's first share of tests starts with its part of the slow
+    files (whole, so their file-scoped fixtures start once), the rest filled up with quick
+    tests in their order. Worksteal hands worker i the i-th contiguous share and lets idle
+    workers take only the ends of others' queues (never the last two tests): left in place, the
+    longest broker tests ended one worker's share and the run's last half minute had one of
+    four workers busy."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2:
+        return
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    slow_files = [tests for tests in files.values() if any(is_slow(test) for test in tests)]
+    lanes: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for tests in sorted(slow_files, key=lambda tests: -sum(map(is_slow, tests))):
+        min(lanes, key=lambda lane: sum(map(is_slow, lane))).extend(tests)
+    quick = [test for tests in files.values() if tests not in slow_files for test in tests]
+    left = len(items)
+    for number, lane in enumerate(lanes):
+        share = left // (workers - number)  # as worksteal splits the tests at the start
+        taken = max(0, share - len(lane))
+        lane.extend(quick[:taken])
+        del quick[:taken]
+        left -= len(lane)
+    items[:] = [test for lane in lanes for test in lane] + quick
+
+
+def is_slow(item: pytest.Item) -> bool:
+    return item.get_closest_marker("slow") is not None
 
 
 @pytest.fixture(autouse=True)
