@@ -49,9 +49,10 @@ def test_an_endless_archive_is_read_within_the_bound_and_memory_comes_back(
         while time.monotonic() < listening + BOUND + SETTLED_TO:
             samples.append((time.monotonic() - listening, rss_bytes(service.pid)))
             time.sleep(0.2)
-        # cut at the bound; on a busy machine the archive saw the last disconnect later (one
-        # answer still open 7 s after the bound, the suite's slow tests running beside it)
-        wait_for(lambda: archive.endless_open == 0, timeout=10, what="every endless answer cut")
+        # cut at the bound. On a busy machine the archive server (in this process) saw the last
+        # disconnect later: one answer still open 7 s after the bound, and once 17 s after it
+        # beside two busy processes, though the service's log had every read cut at 4.07 s
+        wait_for(lambda: archive.endless_open == 0, timeout=30, what="every endless answer cut")
         sent = archive.endless_bytes
         time.sleep(1)
         assert archive.endless_bytes == sent  # no thread reads on
