@@ -68,11 +68,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     files: dict[Path, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.path, []).append(item)
-    slow_files = [tests for tests in files.values() if any(is_slow(test) for test in tests)]
+    slow_counts = {path: sum(map(is_slow, tests)) for path, tests in files.items()}
     lanes: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for tests in sorted(slow_files, key=lambda tests: -sum(map(is_slow, tests))):
-        min(lanes, key=lambda lane: sum(map(is_slow, lane))).extend(tests)
-    quick = [test for tests in files.values() if tests not in slow_files for test in tests]
+    lane_slow = [0] * workers
+    for path in sorted((p for p in files if slow_counts[p]), key=lambda p: -slow_counts[p]):
+        lane = lane_slow.index(min(lane_slow))
+        lanes[lane].extend(files[path])
+        lane_slow[lane] += slow_counts[path]
+    quick = [test for path, tests in files.items() if not slow_counts[path] for test in tests]
     left = len(items)
     for number, lane in enumerate(lanes):
         share = left // (workers - number)  # as worksteal splits the tests at the start
